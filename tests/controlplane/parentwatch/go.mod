@@ -1,0 +1,3 @@
+module capwasm.dev/controlplane/parentwatch
+
+go 1.24

@@ -1,0 +1,33 @@
+//! A real Kubernetes control plane for capwasm's tests, started the way
+//! controller-runtime's envtest does it: etcd and kube-apiserver (built from
+//! their Go modules by `tests/controlplane/build.sh`) on free loopback ports,
+//! with generated certificates, an admin client, and the CRDs from `crds/`.
+//!
+//! One etcd serves several API servers under sibling `--etcd-prefix`es, so a
+//! second, fully independent API server (the workload cluster of a
+//! MachinePool) costs only its own start. Everything a [`TestEnv`] or
+//! [`ApiServer`] started is stopped and its directory removed on drop, panics
+//! included; the processes also exit on their own when the test process dies,
+//! because they watch the stdin pipe this process holds.
+#![warn(missing_docs)]
+
+mod apiserver;
+mod binaries;
+mod certs;
+mod crds;
+mod env;
+mod error;
+mod etcd;
+mod ports;
+mod process;
+mod rundir;
+
+pub use apiserver::ApiServer;
+pub use binaries::Binaries;
+pub use crds::install_crds;
+pub use env::{Options, TestEnv};
+pub use error::Error;
+pub use process::is_running;
+
+/// The harness's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
