@@ -5,11 +5,18 @@ SHELL := bash
 
 CARGO ?= cargo
 CONTROLPLANE := tests/controlplane/build.sh
+# Guests are their own workspace; keep their build products beside the host's
+# when CARGO_TARGET_DIR moves those (CI keeps them outside the clone).
+GUEST_TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR)/guests,$(CURDIR)/guests/target)
+GUEST_CARGO := cd guests && $(CARGO)
+HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
+export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help toolchain controlplane lint test startup-bench
+.PHONY: help toolchain controlplane guests lint test startup-bench
 
 help:
 	@echo "make test          fmt, clippy, unit and integration tests (installs what is missing)"
+	@echo "make guests        build the provider components (guests/, wasm32-wasip2)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
 
@@ -25,13 +32,24 @@ toolchain:
 controlplane:
 	@$(CONTROLPLANE) --verbose
 
+guests: toolchain
+	$(GUEST_CARGO) build --release --locked --target-dir $(GUEST_TARGET_DIR)
+	@ls -1 $(CAPWASM_GUESTS_DIR)/*.wasm
+
 lint: toolchain
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(GUEST_CARGO) fmt --all -- --check
+	$(GUEST_CARGO) clippy --release --workspace --locked --target-dir $(GUEST_TARGET_DIR) -- -D warnings
+	$(GUEST_CARGO) clippy --workspace --tests --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) -- -D warnings
 
-test: lint
-	@assets=$$($(CONTROLPLANE) --verbose) && \
-	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --all-targets --locked
+# Ends with one line adding up every test binary's result.
+test: lint guests
+	@log=$$(mktemp) && trap 'rm -f "$$log"' EXIT && \
+	  assets=$$($(CONTROLPLANE) --verbose) && \
+	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
+	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --all-targets --locked; } 2>&1 | tee "$$log" && \
+	  awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "make test: %d passed, %d failed\n", passed, failed }' "$$log"
 
 startup-bench: toolchain
 	@assets=$$($(CONTROLPLANE)) && \

@@ -408,6 +408,8 @@ async fn a_killed_test_process_leaves_no_process() -> Result<()> {
             "--nocapture",
         ])
         .env("CAPWASM_TESTENV_PROBE_PIDFILE", &pid_file)
+        // Its test-runner lines would read as this binary's own.
+        .stdout(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
     let pids: Vec<u32> = tokio::time::timeout(Duration::from_secs(120), async {

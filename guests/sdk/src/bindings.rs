@@ -1,0 +1,40 @@
+//! Bindings generated from `wit/provider`: the only `wit_bindgen::generate!`
+//! calls among the guests.
+//!
+//! The infrastructure world is generated first and owns every imported
+//! interface; the bootstrap world reuses those through `with`, so both
+//! worlds share one set of types (one `ProviderError`, one `log`). Each
+//! world's export macro is public, so the component type of the world a
+//! provider exports is emitted in the provider's crate, not here.
+#![allow(unsafe_code, missing_docs, clippy::all, clippy::pedantic)]
+
+/// The `infrastructure-provider` world and every imported interface.
+pub mod infrastructure {
+    wit_bindgen::generate!({
+        world: "infrastructure-provider",
+        path: "../../wit/provider",
+        pub_export_macro: true,
+        export_macro_name: "export_infrastructure_world",
+        default_bindings_module: "$crate::bindings::infrastructure",
+        generate_all,
+    });
+}
+
+/// The `bootstrap-provider` world; its imports are the ones above.
+pub mod bootstrap {
+    wit_bindgen::generate!({
+        world: "bootstrap-provider",
+        path: "../../wit/provider",
+        pub_export_macro: true,
+        export_macro_name: "export_bootstrap_world",
+        default_bindings_module: "$crate::bindings::bootstrap",
+        with: {
+            "capwasm:provider/types@0.1.0": crate::bindings::infrastructure::capwasm::provider::types,
+            "capwasm:provider/log@0.1.0": crate::bindings::infrastructure::capwasm::provider::log,
+            "wasi:clocks/monotonic-clock@0.2.12": crate::bindings::infrastructure::wasi::clocks::monotonic_clock,
+            "wasi:clocks/wall-clock@0.2.12": crate::bindings::infrastructure::wasi::clocks::wall_clock,
+            "wasi:random/random@0.2.12": crate::bindings::infrastructure::wasi::random::random,
+            "wasi:io/poll@0.2.12": crate::bindings::infrastructure::wasi::io::poll,
+        },
+    });
+}

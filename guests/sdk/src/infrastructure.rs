@@ -1,0 +1,66 @@
+//! Writing an infrastructure provider (WIT world `infrastructure-provider`).
+
+pub use crate::bindings::infrastructure::exports::capwasm::provider::clusters::{
+    ClusterRequest, ClusterState, FailureDomain,
+};
+pub use crate::bindings::infrastructure::exports::capwasm::provider::machine_pools::{
+    DeleteRequest as PoolDeleteRequest, PoolState, ReconcileRequest as PoolReconcileRequest,
+};
+
+use crate::types::{DeleteOutcome, Instance, ProviderError};
+
+/// An infrastructure provider. Implement it on a unit struct and export it
+/// with [`export_infrastructure_provider!`](crate::export_infrastructure_provider).
+///
+/// Every call runs in a fresh instance: keep no state between calls. What
+/// must survive (instance ids, request tokens) goes into the returned
+/// instances, which the host hands back on the next call.
+pub trait InfrastructureProvider {
+    /// A JSON Schema document (draft 2020-12) for `spec.config`, shared by
+    /// the provider's cluster and machine pool objects.
+    fn config_schema() -> String;
+
+    /// Brings a machine pool towards `request.replicas` instances. Must be
+    /// safe to repeat after a crash at any point: use
+    /// `request.idempotency_key` to make cloud calls idempotent.
+    fn reconcile_machine_pool(request: PoolReconcileRequest) -> Result<PoolState, ProviderError>;
+
+    /// Removes every instance of a machine pool; returns
+    /// [`DeleteOutcome::InProgress`] until they are gone.
+    fn delete_machine_pool(request: PoolDeleteRequest) -> Result<DeleteOutcome, ProviderError>;
+
+    /// Whether a Node's providerID belongs to an instance of this provider.
+    fn owns(provider_id: &str) -> bool;
+
+    /// The providerID a Node running `instance` reports. By default the one
+    /// the instance was recorded with.
+    fn provider_id(config: &str, instance: Instance) -> Result<String, ProviderError> {
+        let _ = config;
+        if instance.provider_id.is_empty() {
+            Err(ProviderError::terminal(
+                "UnknownProviderId",
+                format!("instance {} has no providerID", instance.id),
+            ))
+        } else {
+            Ok(instance.provider_id)
+        }
+    }
+
+    /// Brings the cluster infrastructure to what the config asks for. By
+    /// default the provider manages no cluster infrastructure: the cluster
+    /// is ready at once, with the control-plane endpoint the Cluster names.
+    fn reconcile_cluster(request: ClusterRequest) -> Result<ClusterState, ProviderError> {
+        Ok(ClusterState {
+            control_plane_endpoint: request.cluster.control_plane_endpoint,
+            failure_domains: Vec::new(),
+            ready: true,
+            requeue_after_seconds: None,
+        })
+    }
+
+    /// Removes the cluster infrastructure. By default there is none.
+    fn delete_cluster(request: ClusterRequest) -> Result<DeleteOutcome, ProviderError> {
+        let _ = request;
+        Ok(DeleteOutcome::Done)
+    }
+}
