@@ -12,12 +12,13 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help toolchain controlplane guests lint test startup-bench
+.PHONY: help toolchain controlplane guests lint test bench startup-bench
 
 help:
 	@echo "make test          fmt, clippy, unit and integration tests (installs what is missing)"
 	@echo "make guests        build the provider components (guests/, wasm32-wasip2)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
+	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
 
 # The Rust pieces a fresh machine may lack.
@@ -50,6 +51,9 @@ test: lint guests
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --all-targets --locked; } 2>&1 | tee "$$log" && \
 	  awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "make test: %d passed, %d failed\n", passed, failed }' "$$log"
+
+bench: guests
+	@$(CARGO) bench --locked -p capwasm --features testing --bench guest_call
 
 startup-bench: toolchain
 	@assets=$$($(CONTROLPLANE)) && \

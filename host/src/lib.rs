@@ -2,5 +2,11 @@
 //! provider-specific step (bootstrap data, infrastructure, providerID mapping)
 //! running in a sandboxed WebAssembly component.
 #![warn(missing_docs)]
+// Input reaches every path of the operator: no unwrap, expect or panic on any of them.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cli;
+pub mod wasm;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -18,6 +18,7 @@ mod crds;
 mod env;
 mod error;
 mod etcd;
+mod guests;
 mod ports;
 mod process;
 mod rundir;
@@ -27,6 +28,7 @@ pub use binaries::Binaries;
 pub use crds::install_crds;
 pub use env::{Options, TestEnv};
 pub use error::Error;
+pub use guests::{KUBEADM_JOIN_CONFIG, guest_path};
 pub use process::is_running;
 
 /// The harness's result type.

@@ -1,0 +1,410 @@
+//! One bounded call: a fresh `Store` and instance from the provider's
+//! pre-instance, a memory cap, an epoch deadline, a cap on the result, and
+//! the outcome sorted into the guest's own answer or the host's verdict.
+
+use std::time::Instant;
+
+use wasmtime::{Engine, Store, Trap};
+
+use super::bindings::{BootstrapProvider, InfrastructureProvider};
+use super::engine::deadline_ticks;
+use super::metrics::Metrics;
+use super::registry::{LoadedProvider, ProviderPre};
+use super::state::CallState;
+use super::types::{BootstrapData, DeleteOutcome, Instance, ProviderError, ProviderInfo};
+use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
+
+/// What one export call returns before the host's checks: the outer error
+/// means the guest died, the inner one is its own typed answer.
+type GuestResult<R> = wasmtime::Result<Result<R, ProviderError>>;
+
+pub(crate) enum Bindings {
+    Bootstrap(BootstrapProvider),
+    Infrastructure(InfrastructureProvider),
+}
+
+/// Runs `export` of `provider` in a fresh instance. `body` gets the store
+/// and the instance's bindings and makes the actual call.
+pub(crate) fn run<R: OutputSize>(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    export: &'static str,
+    metrics: Option<&Metrics>,
+    body: impl FnOnce(&mut Store<CallState>, &Bindings) -> Option<GuestResult<R>>,
+) -> Result<R, CallError> {
+    let span = tracing::debug_span!("guest_call", provider = provider.name(), digest = %provider.digest, export, outcome = tracing::field::Empty);
+    let _entered = span.enter();
+    let started = Instant::now();
+    let result = run_unmetered(engine, provider, export, body);
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.outcome(),
+    };
+    span.record("outcome", outcome);
+    if let Some(metrics) = metrics {
+        metrics.record_call(provider.name(), export, outcome, started.elapsed());
+    }
+    result
+}
+
+fn run_unmetered<R: OutputSize>(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    export: &'static str,
+    body: impl FnOnce(&mut Store<CallState>, &Bindings) -> Option<GuestResult<R>>,
+) -> Result<R, CallError> {
+    let limits = &provider.limits;
+    let mut store = Store::new(
+        engine,
+        CallState::new(provider.name.clone(), limits, &provider.capabilities),
+    );
+    store.limiter(|state| &mut state.limiter);
+    store.set_epoch_deadline(deadline_ticks(limits.deadline));
+
+    let instantiated = match &provider.pre {
+        ProviderPre::Bootstrap(pre) => pre.instantiate(&mut store).map(Bindings::Bootstrap),
+        ProviderPre::Infrastructure(pre) => {
+            pre.instantiate(&mut store).map(Bindings::Infrastructure)
+        }
+    };
+    let bindings = match instantiated {
+        Ok(bindings) => bindings,
+        Err(source) if store.data().limiter.hit => {
+            drop(source);
+            return Err(memory_limit(provider, export));
+        }
+        Err(source) => {
+            return Err(CallError::Instantiate {
+                provider: provider.name().to_owned(),
+                digest: provider.digest.clone(),
+                source,
+            });
+        }
+    };
+    let Some(outcome) = body(&mut store, &bindings) else {
+        return Err(CallError::WrongWorld {
+            provider: provider.name().to_owned(),
+            world: provider.world.as_str(),
+            export,
+        });
+    };
+    match outcome {
+        Ok(Ok(value)) => {
+            let size = value.output_size();
+            if size > limits.max_output_bytes {
+                return Err(CallError::OutputTooLarge {
+                    provider: provider.name().to_owned(),
+                    digest: provider.digest.clone(),
+                    export,
+                    size,
+                    limit_bytes: limits.max_output_bytes,
+                });
+            }
+            Ok(value)
+        }
+        Ok(Err(error)) => Err(CallError::Provider {
+            provider: provider.name().to_owned(),
+            digest: provider.digest.clone(),
+            export,
+            error,
+        }),
+        Err(trap) => Err(classify(provider, export, &store, &trap)),
+    }
+}
+
+/// Sorts a dead guest into deadline, memory or plain trap. A memory-capped
+/// guest usually aborts (an `unreachable` trap) after its allocation fails,
+/// so the limiter's record decides, not the trap code.
+fn classify(
+    provider: &LoadedProvider,
+    export: &'static str,
+    store: &Store<CallState>,
+    error: &wasmtime::Error,
+) -> CallError {
+    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return CallError::DeadlineExceeded {
+            provider: provider.name().to_owned(),
+            digest: provider.digest.clone(),
+            export,
+            deadline: provider.limits.deadline,
+        };
+    }
+    if store.data().limiter.hit {
+        return memory_limit(provider, export);
+    }
+    let trap = error
+        .downcast_ref::<Trap>()
+        .map_or_else(|| format!("{error:#}"), ToString::to_string);
+    CallError::Trapped {
+        provider: provider.name().to_owned(),
+        digest: provider.digest.clone(),
+        export,
+        trap,
+        stderr: store.data().stderr(),
+    }
+}
+
+fn memory_limit(provider: &LoadedProvider, export: &'static str) -> CallError {
+    CallError::MemoryLimit {
+        provider: provider.name().to_owned(),
+        digest: provider.digest.clone(),
+        export,
+        limit_bytes: provider.limits.memory_bytes,
+    }
+}
+
+// === The exports, one function each ===
+
+pub(crate) fn info(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+) -> Result<ProviderInfo, CallError> {
+    run(engine, provider, "info", metrics, |store, bindings| {
+        Some(match bindings {
+            Bindings::Bootstrap(b) => b.call_info(store).map(Ok),
+            Bindings::Infrastructure(b) => b.call_info(store).map(Ok),
+        })
+    })
+}
+
+pub(crate) fn config_schema(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+) -> Result<String, CallError> {
+    run(
+        engine,
+        provider,
+        "config-schema",
+        metrics,
+        |store, bindings| {
+            Some(match bindings {
+                Bindings::Bootstrap(b) => b.call_config_schema(store).map(Ok),
+                Bindings::Infrastructure(b) => b.call_config_schema(store).map(Ok),
+            })
+        },
+    )
+}
+
+pub(crate) fn generate(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    request: &super::bootstrap::GenerateRequest,
+) -> Result<BootstrapData, CallError> {
+    run(
+        engine,
+        provider,
+        "bootstrap.generate",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Bootstrap(b) => {
+                Some(b.capwasm_provider_bootstrap().call_generate(store, request))
+            }
+            Bindings::Infrastructure(_) => None,
+        },
+    )
+}
+
+pub(crate) fn reconcile_pool(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    request: &super::machine_pools::ReconcileRequest,
+) -> Result<PoolState, CallError> {
+    run(
+        engine,
+        provider,
+        "machine-pools.reconcile",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => Some(
+                b.capwasm_provider_machine_pools()
+                    .call_reconcile(store, request),
+            ),
+            Bindings::Bootstrap(_) => None,
+        },
+    )
+}
+
+pub(crate) fn delete_pool(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    request: &super::machine_pools::DeleteRequest,
+) -> Result<DeleteOutcome, CallError> {
+    run(
+        engine,
+        provider,
+        "machine-pools.delete",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => Some(
+                b.capwasm_provider_machine_pools()
+                    .call_delete(store, request),
+            ),
+            Bindings::Bootstrap(_) => None,
+        },
+    )
+}
+
+pub(crate) fn reconcile_cluster(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    request: &super::clusters::ClusterRequest,
+) -> Result<ClusterState, CallError> {
+    run(
+        engine,
+        provider,
+        "clusters.reconcile",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => {
+                Some(b.capwasm_provider_clusters().call_reconcile(store, request))
+            }
+            Bindings::Bootstrap(_) => None,
+        },
+    )
+}
+
+pub(crate) fn delete_cluster(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    request: &super::clusters::ClusterRequest,
+) -> Result<DeleteOutcome, CallError> {
+    run(
+        engine,
+        provider,
+        "clusters.delete",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => {
+                Some(b.capwasm_provider_clusters().call_delete(store, request))
+            }
+            Bindings::Bootstrap(_) => None,
+        },
+    )
+}
+
+pub(crate) fn provider_id(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    config: &str,
+    instance: &Instance,
+) -> Result<String, CallError> {
+    run(
+        engine,
+        provider,
+        "provider-ids.provider-id",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => Some(
+                b.capwasm_provider_provider_ids()
+                    .call_provider_id(store, config, instance),
+            ),
+            Bindings::Bootstrap(_) => None,
+        },
+    )
+}
+
+pub(crate) fn owns(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    metrics: Option<&Metrics>,
+    provider_id: &str,
+) -> Result<bool, CallError> {
+    run(
+        engine,
+        provider,
+        "provider-ids.owns",
+        metrics,
+        |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => Some(
+                b.capwasm_provider_provider_ids()
+                    .call_owns(store, provider_id)
+                    .map(Ok),
+            ),
+            Bindings::Bootstrap(_) => None,
+        },
+    )
+}
+
+// === Result sizes, for the output cap ===
+
+/// Bytes a result carries across the boundary (strings and byte lists).
+pub(crate) trait OutputSize {
+    fn output_size(&self) -> usize;
+}
+
+impl OutputSize for String {
+    fn output_size(&self) -> usize {
+        self.len()
+    }
+}
+
+impl OutputSize for bool {
+    fn output_size(&self) -> usize {
+        0
+    }
+}
+
+impl OutputSize for DeleteOutcome {
+    fn output_size(&self) -> usize {
+        0
+    }
+}
+
+impl OutputSize for ProviderInfo {
+    fn output_size(&self) -> usize {
+        self.name.len() + self.version.len()
+    }
+}
+
+impl OutputSize for BootstrapData {
+    fn output_size(&self) -> usize {
+        self.value.len()
+    }
+}
+
+impl OutputSize for Instance {
+    fn output_size(&self) -> usize {
+        self.id.len()
+            + self.provider_id.len()
+            + self.failure_domain.as_ref().map_or(0, String::len)
+            + self.request_token.as_ref().map_or(0, String::len)
+            + self
+                .addresses
+                .iter()
+                .map(|a| a.address.len())
+                .sum::<usize>()
+    }
+}
+
+impl OutputSize for PoolState {
+    fn output_size(&self) -> usize {
+        self.instances.iter().map(OutputSize::output_size).sum()
+    }
+}
+
+impl OutputSize for ClusterState {
+    fn output_size(&self) -> usize {
+        self.control_plane_endpoint
+            .as_ref()
+            .map_or(0, |e| e.host.len())
+            + self
+                .failure_domains
+                .iter()
+                .map(|d| {
+                    d.name.len()
+                        + d.attributes
+                            .iter()
+                            .map(|(k, v)| k.len() + v.len())
+                            .sum::<usize>()
+                })
+                .sum::<usize>()
+    }
+}

@@ -1,0 +1,60 @@
+//! The one wasmtime `Engine`: component model, pooling allocator, epoch
+//! interruption — and the ticker that makes epochs advance, started in the
+//! same place so a deadline can never be configured without it.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::Error;
+
+/// Deadline granularity: a call is interrupted within one tick of its deadline.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+pub(crate) struct EpochTicker {
+    _stop: mpsc::Sender<()>,
+}
+
+pub(crate) fn new(
+    max_memory_bytes: usize,
+    max_instances: u32,
+) -> Result<(Engine, EpochTicker), Error> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(max_instances)
+        // A Rust component holds a few core instances (its module plus shims).
+        .total_core_instances(max_instances * 8)
+        .max_core_instances_per_component(16)
+        .total_memories(max_instances * 2)
+        .max_memories_per_component(2)
+        .total_tables(max_instances * 8)
+        .max_tables_per_component(8)
+        .max_memory_size(max_memory_bytes);
+
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let engine = Engine::new(&config).map_err(Error::Engine)?;
+
+    let (stop, stopped) = mpsc::channel::<()>();
+    let ticking = engine.clone();
+    std::thread::Builder::new()
+        .name("capwasm-epoch".into())
+        .spawn(move || {
+            // The sender is never used: its drop ends the wait with Disconnected.
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
+                ticking.increment_epoch();
+            }
+        })
+        .map_err(|e| Error::Engine(wasmtime::Error::new(e)))?;
+    Ok((engine, EpochTicker { _stop: stop }))
+}
+
+/// Epoch ticks covering `deadline`, plus one because the current tick may
+/// be nearly over.
+pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
+    (deadline.as_millis() / EPOCH_TICK.as_millis()).saturating_add(1) as u64
+}

@@ -1,0 +1,226 @@
+//! Errors of loading a provider and of calling one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::types::ProviderError;
+
+/// Why a provider could not be loaded. The working version, if any, stays.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The component file could not be read.
+    #[error("cannot read component {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The expected digest was not a sha256 hex string.
+    #[error("expected digest {0:?} is not `sha256:<64 hex digits>` or 64 hex digits")]
+    InvalidDigest(String),
+    /// The bytes do not have the expected digest.
+    #[error("digest mismatch: expected sha256:{expected}, got sha256:{actual}")]
+    DigestMismatch {
+        /// What the ProviderModule pins.
+        expected: String,
+        /// What the bytes hash to.
+        actual: String,
+    },
+    /// The bytes are not a WebAssembly component (a core module, or not Wasm).
+    #[error("not a WebAssembly component")]
+    NotAComponent,
+    /// Compiling the component failed.
+    #[error("compiling the component failed")]
+    Compile(#[source] wasmtime::Error),
+    /// The component exports no capwasm world.
+    #[error("the component implements no capwasm provider world (exports: {exports})")]
+    UnknownWorld {
+        /// What it does export.
+        exports: String,
+    },
+    /// The component was built for a WIT package version this host does not support.
+    #[error("the component implements {found}; this host supports {supported}")]
+    UnsupportedVersion {
+        /// The package version the component exports.
+        found: String,
+        /// The one this host implements.
+        supported: &'static str,
+    },
+    /// The component's imports or exports do not match its world.
+    #[error("the component does not match the {world} world")]
+    Link {
+        /// The world it was checked against.
+        world: &'static str,
+        /// What does not match.
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// The check call after loading failed.
+    #[error("the component failed its check call")]
+    Check(#[source] Box<CallError>),
+    /// The config schema the component exports is not a JSON object.
+    #[error("the component's config schema is not a JSON object")]
+    InvalidSchema(#[source] serde_json::Error),
+    /// The precompiled cache could not be written (loading still succeeded without it).
+    #[error("cannot write the precompiled cache at {path}")]
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The provider asks for more memory than the engine's instance slots hold.
+    #[error("memory limit {asked} bytes is above this host's maximum of {max} bytes")]
+    MemoryLimitTooHigh {
+        /// What the provider's limits ask for.
+        asked: usize,
+        /// The operator's maximum.
+        max: usize,
+    },
+    /// Creating the engine failed.
+    #[error("creating the WebAssembly engine failed")]
+    Engine(#[source] wasmtime::Error),
+    /// A blocking task was cancelled or panicked.
+    #[error("the loading task did not complete")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// Why a call into a provider did not return the guest's own answer, or the
+/// guest's own typed error. Every variant but `Provider` is the host's
+/// verdict; all of them fail only the call they happened in.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No provider of that name is loaded.
+    #[error("provider {0:?} is not loaded")]
+    NotLoaded(String),
+    /// The provider implements a world without this export.
+    #[error("provider {provider:?} implements the {world} world, which has no {export}")]
+    WrongWorld {
+        /// The provider.
+        provider: String,
+        /// Its world.
+        world: &'static str,
+        /// The export asked for.
+        export: &'static str,
+    },
+    /// The guest trapped (a panic, an out-of-bounds access, stack exhaustion).
+    #[error("provider {provider:?} ({digest}) trapped in {export}: {trap}{stderr}", stderr = stderr_suffix(.stderr))]
+    Trapped {
+        /// The provider.
+        provider: String,
+        /// The digest of the code that ran.
+        digest: String,
+        /// The export called.
+        export: &'static str,
+        /// The trap, as wasmtime describes it.
+        trap: String,
+        /// What the guest wrote to stderr (its panic message, say).
+        stderr: String,
+    },
+    /// The call ran past its deadline and was interrupted.
+    #[error("provider {provider:?} ({digest}) exceeded its {deadline:?} deadline in {export}")]
+    DeadlineExceeded {
+        /// The provider.
+        provider: String,
+        /// The digest of the code that ran.
+        digest: String,
+        /// The export called.
+        export: &'static str,
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The guest tried to grow its memory past its cap.
+    #[error(
+        "provider {provider:?} ({digest}) exceeded its {limit_bytes}-byte memory limit in {export}"
+    )]
+    MemoryLimit {
+        /// The provider.
+        provider: String,
+        /// The digest of the code that ran.
+        digest: String,
+        /// The export called.
+        export: &'static str,
+        /// The cap.
+        limit_bytes: usize,
+    },
+    /// The guest returned more than it may.
+    #[error(
+        "provider {provider:?} ({digest}) returned {size} bytes from {export}, over its {limit_bytes}-byte limit"
+    )]
+    OutputTooLarge {
+        /// The provider.
+        provider: String,
+        /// The digest of the code that ran.
+        digest: String,
+        /// The export called.
+        export: &'static str,
+        /// What it returned.
+        size: usize,
+        /// The cap.
+        limit_bytes: usize,
+    },
+    /// A fresh instance could not be made (the instance pool is full, say).
+    #[error("cannot instantiate provider {provider:?} ({digest})")]
+    Instantiate {
+        /// The provider.
+        provider: String,
+        /// The digest of the code.
+        digest: String,
+        /// The cause.
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// The guest answered with its own typed error.
+    #[error("provider {provider:?} ({digest}) returned an error from {export}: {error}", error = describe(.error))]
+    Provider {
+        /// The provider.
+        provider: String,
+        /// The digest of the code that ran.
+        digest: String,
+        /// The export called.
+        export: &'static str,
+        /// The guest's error.
+        error: ProviderError,
+    },
+    /// A blocking call task was cancelled or panicked.
+    #[error("the call task did not complete")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+impl CallError {
+    /// The closed set of outcome labels for metrics and spans.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::NotLoaded(_) | Self::WrongWorld { .. } => "not_loaded",
+            Self::Trapped { .. } => "trap",
+            Self::DeadlineExceeded { .. } => "timeout",
+            Self::MemoryLimit { .. } => "memory_limit",
+            Self::OutputTooLarge { .. } => "output_too_large",
+            Self::Instantiate { .. } | Self::Join(_) => "instantiate",
+            Self::Provider { error, .. } => match error {
+                ProviderError::RetryAfter(_) => "retry_after",
+                ProviderError::Terminal(_) => "terminal",
+                ProviderError::InvalidConfig(_) => "invalid_config",
+            },
+        }
+    }
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (stderr: {stderr})")
+    }
+}
+
+fn describe(error: &ProviderError) -> String {
+    match error {
+        ProviderError::RetryAfter(e) => format!("retry after {}s: {}", e.seconds, e.message),
+        ProviderError::Terminal(e) => format!("{}: {}", e.reason, e.message),
+        ProviderError::InvalidConfig(e) => format!("invalid config at {}: {}", e.path, e.message),
+    }
+}

@@ -1,0 +1,4 @@
+//! The host interfaces a provider imports, one file each.
+
+pub(crate) mod http;
+mod log;

@@ -1,0 +1,36 @@
+//! The WebAssembly provider runtime: one engine, a registry of loaded
+//! providers that can be swapped while calls run, and bounded calls into them.
+//!
+//! Guests are pure functions of their inputs plus declared capabilities:
+//! every call gets a fresh instance (from a pre-instantiated component and a
+//! pooling allocator) with a memory cap, a deadline and a cap on what it
+//! returns, and no filesystem, environment, sockets or inherited stdio.
+//! Outgoing HTTP reaches only the hosts its provider may call. Nothing here
+//! talks to Kubernetes; callers pass plain values generated from the WIT.
+
+mod bindings;
+mod cache;
+mod call;
+mod engine;
+mod error;
+mod host;
+mod limits;
+mod load;
+mod metrics;
+mod registry;
+mod runtime;
+mod state;
+
+pub use bindings::types;
+pub use bindings::{bootstrap, clusters, machine_pools};
+pub use cache::PrecompiledCache;
+pub use error::{CallError, Error};
+pub use limits::{Capabilities, Limits};
+pub use load::{ProviderSource, World};
+pub use metrics::Metrics;
+pub use registry::{LoadedProvider, Registry};
+pub use runtime::{Runtime, RuntimeSettings};
+
+/// The WIT package version this host implements. Components built against
+/// another major (for 0.x: another minor) version are refused.
+pub const WIT_PACKAGE: &str = "capwasm:provider@0.1.0";

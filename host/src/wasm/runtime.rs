@@ -1,0 +1,280 @@
+//! The entry point: an engine, a linker granting exactly the provider
+//! worlds' imports, the registry, and calls by provider name.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+use wasmtime_wasi::p2::bindings::cli;
+
+use super::bindings::{log, types};
+use super::cache::PrecompiledCache;
+use super::engine::{self, EpochTicker};
+use super::limits::{Capabilities, Limits};
+use super::load::{self, LoadRequest, ProviderSource};
+use super::metrics::Metrics;
+use super::registry::{LoadedProvider, Registry};
+use super::state::CallState;
+use super::types::{BootstrapData, DeleteOutcome, Instance};
+use super::{CallError, Error, bootstrap, call, clusters, machine_pools};
+
+/// Host-wide settings, fixed for the process's life.
+#[derive(Clone, Debug)]
+pub struct RuntimeSettings {
+    /// The most memory any provider's limits may allow (sizes the instance pool slots).
+    pub max_memory_bytes: usize,
+    /// Instances that can exist at once; further async calls wait for a slot.
+    pub max_instances: u32,
+    /// Where precompiled components are kept across restarts.
+    pub cache: Option<PrecompiledCache>,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        Self {
+            max_memory_bytes: 256 << 20,
+            max_instances: 64,
+            cache: None,
+        }
+    }
+}
+
+/// The provider runtime. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<CallState>,
+    registry: Registry,
+    settings: RuntimeSettings,
+    metrics: Option<Metrics>,
+    slots: Semaphore,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Creates the engine (and starts its epoch ticker) and the linker.
+    pub fn new(settings: RuntimeSettings, metrics: Option<Metrics>) -> Result<Self, Error> {
+        let (engine, ticker) = engine::new(settings.max_memory_bytes, settings.max_instances)?;
+        let linker = linker(&engine).map_err(Error::Engine)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                registry: Registry::default(),
+                slots: Semaphore::new(settings.max_instances as usize),
+                settings,
+                metrics,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The providers in service.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// Fetches, verifies, compiles (or loads from the cache) and checks a
+    /// provider, on this thread. Does not put it in service.
+    pub fn load_blocking(
+        &self,
+        name: &str,
+        source: ProviderSource,
+        expected_sha256: Option<&str>,
+        limits: Limits,
+        capabilities: Capabilities,
+    ) -> Result<LoadedProvider, Error> {
+        let max = self.inner.settings.max_memory_bytes;
+        if limits.memory_bytes > max {
+            return Err(Error::MemoryLimitTooHigh {
+                asked: limits.memory_bytes,
+                max,
+            });
+        }
+        load::load(
+            &self.inner.engine,
+            &self.inner.linker,
+            self.inner.settings.cache.as_ref(),
+            LoadRequest {
+                name: name.into(),
+                source,
+                expected_sha256: expected_sha256.map(str::to_owned),
+                limits,
+                capabilities: Arc::new(capabilities),
+            },
+        )
+    }
+
+    /// Loads a provider off the async runtime and, only if every stage
+    /// passed, puts it in service atomically. Returns the new version and
+    /// the one it replaced; on error the registry is unchanged.
+    pub async fn swap(
+        &self,
+        name: &str,
+        source: ProviderSource,
+        expected_sha256: Option<&str>,
+        limits: Limits,
+        capabilities: Capabilities,
+    ) -> Result<(Arc<LoadedProvider>, Option<Arc<LoadedProvider>>), Error> {
+        let this = self.clone();
+        let (name, expected) = (name.to_owned(), expected_sha256.map(str::to_owned));
+        let loaded = tokio::task::spawn_blocking(move || {
+            this.load_blocking(&name, source, expected.as_deref(), limits, capabilities)
+        })
+        .await??;
+        let loaded = Arc::new(loaded);
+        let previous = self.inner.registry.install(loaded.clone());
+        Ok((loaded, previous))
+    }
+
+    /// Runs `f` on a blocking thread once an instance slot is free: guest
+    /// code is synchronous and must not hold up the async runtime's workers.
+    pub async fn blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Runtime) -> Result<R, CallError> + Send + 'static,
+    ) -> Result<R, CallError> {
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| CallError::NotLoaded("the runtime is shutting down".into()))?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || f(&this)).await?
+    }
+
+    fn provider(&self, name: &str) -> Result<Arc<LoadedProvider>, CallError> {
+        self.inner
+            .registry
+            .get(name)
+            .ok_or_else(|| CallError::NotLoaded(name.to_owned()))
+    }
+
+    fn metrics(&self) -> Option<&Metrics> {
+        self.inner.metrics.as_ref()
+    }
+
+    /// `bootstrap.generate` of `provider`.
+    pub fn generate(
+        &self,
+        provider: &str,
+        request: &bootstrap::GenerateRequest,
+    ) -> Result<BootstrapData, CallError> {
+        call::generate(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            request,
+        )
+    }
+
+    /// `machine-pools.reconcile` of `provider`.
+    pub fn reconcile_pool(
+        &self,
+        provider: &str,
+        request: &machine_pools::ReconcileRequest,
+    ) -> Result<machine_pools::PoolState, CallError> {
+        call::reconcile_pool(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            request,
+        )
+    }
+
+    /// `machine-pools.delete` of `provider`.
+    pub fn delete_pool(
+        &self,
+        provider: &str,
+        request: &machine_pools::DeleteRequest,
+    ) -> Result<DeleteOutcome, CallError> {
+        call::delete_pool(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            request,
+        )
+    }
+
+    /// `clusters.reconcile` of `provider`.
+    pub fn reconcile_cluster(
+        &self,
+        provider: &str,
+        request: &clusters::ClusterRequest,
+    ) -> Result<clusters::ClusterState, CallError> {
+        call::reconcile_cluster(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            request,
+        )
+    }
+
+    /// `clusters.delete` of `provider`.
+    pub fn delete_cluster(
+        &self,
+        provider: &str,
+        request: &clusters::ClusterRequest,
+    ) -> Result<DeleteOutcome, CallError> {
+        call::delete_cluster(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            request,
+        )
+    }
+
+    /// `provider-ids.provider-id` of `provider`.
+    pub fn provider_id(
+        &self,
+        provider: &str,
+        config: &str,
+        instance: &Instance,
+    ) -> Result<String, CallError> {
+        call::provider_id(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            config,
+            instance,
+        )
+    }
+
+    /// `provider-ids.owns` of `provider`.
+    pub fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
+        call::owns(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+            provider_id,
+        )
+    }
+}
+
+/// Exactly what the provider worlds import — `log`, clocks, random and
+/// outgoing HTTP — plus the `wasi:cli` and `wasi:io` pieces Rust's standard
+/// library imports, all backed by an empty context. No filesystem and no
+/// sockets: a component importing them fails to load, saying which import.
+fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    let l = &mut linker;
+    log::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
+    types::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
+    // io, clocks, random, stdin/stdout/stderr.
+    wasmtime_wasi::p2::add_to_linker_proxy_interfaces_sync(l)?;
+    cli::exit::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::environment::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_input::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_output::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stdin::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stdout::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stderr::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(l)?;
+    Ok(linker)
+}

@@ -1,0 +1,88 @@
+//! What one call's `Store` holds.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::host::http::EgressPolicy;
+use super::limits::{Capabilities, Limits, MemoryLimiter};
+
+/// Bytes of guest stderr kept for error messages (a panic message, say).
+const STDERR_CAPACITY: usize = 4096;
+
+pub(crate) struct CallState {
+    /// Built on first use: most calls never touch WASI, and building a
+    /// context (random seeding, clock handles) is a measurable part of a
+    /// call that does nothing else.
+    wasi: Option<WasiCtx>,
+    stderr: Option<MemoryOutputPipe>,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    egress: EgressPolicy,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) provider: Arc<str>,
+    pub(crate) log_lines_left: u32,
+    pub(crate) log_lines_dropped: u32,
+}
+
+impl CallState {
+    pub(crate) fn new(
+        provider: Arc<str>,
+        limits: &Limits,
+        capabilities: &Arc<Capabilities>,
+    ) -> Self {
+        Self {
+            wasi: None,
+            stderr: None,
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            egress: EgressPolicy::new(provider.clone(), capabilities.clone()),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
+            provider,
+            log_lines_left: limits.max_log_lines,
+            log_lines_dropped: 0,
+        }
+    }
+
+    /// What the guest wrote to stderr, lossily decoded (empty if nothing).
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr
+            .as_ref()
+            .map(|pipe| {
+                String::from_utf8_lossy(&pipe.contents())
+                    .trim_end()
+                    .to_owned()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stderr = &mut self.stderr;
+        let ctx = self.wasi.get_or_insert_with(|| {
+            let pipe = MemoryOutputPipe::new(STDERR_CAPACITY);
+            *stderr = Some(pipe.clone());
+            // No args, environment, preopened directories or inherited stdio;
+            // the linker grants no sockets or filesystem interfaces at all.
+            WasiCtxBuilder::new().stderr(pipe).build()
+        });
+        WasiCtxView {
+            ctx,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Every hostile guest against the real runtime: each fails its own call
+//! with the right typed error, within its limit, while a well-behaved
+//! provider keeps being served on another thread.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use capwasm::testing::requests;
+use capwasm::wasm::types::ProviderError;
+use capwasm::wasm::{
+    CallError, Capabilities, Limits, Metrics, ProviderSource, Runtime, RuntimeSettings,
+};
+use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
+
+include!(concat!(env!("OUT_DIR"), "/hostile_guests.rs"));
+
+/// Fails the build when a guest in `guests/hostile/` has no module here
+/// whose `COVERS` names its component.
+macro_rules! assert_test_exists {
+    ($guest:ident, $file:literal) => {
+        const _: () = assert!(
+            same($guest::COVERS, $file),
+            concat!("mod ", stringify!($guest), " must test ", $file)
+        );
+    };
+}
+for_each_hostile_guest!(assert_test_exists);
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const HOSTILE: &str = "hostile";
+const WELL_BEHAVED: &str = "kubeadm";
+
+fn limits() -> Limits {
+    Limits {
+        memory_bytes: 32 << 20,
+        deadline: Duration::from_millis(300),
+        max_output_bytes: 1 << 20,
+        max_log_lines: 10,
+    }
+}
+
+/// A runtime serving `file` as [`HOSTILE`] and kubeadm-bootstrap as [`WELL_BEHAVED`].
+fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metrics) {
+    let metrics = Metrics::default();
+    let runtime = Runtime::new(
+        RuntimeSettings {
+            max_memory_bytes: 64 << 20,
+            max_instances: 8,
+            cache: None,
+        },
+        Some(metrics.clone()),
+    )
+    .expect("runtime");
+    for (name, file, capabilities) in [
+        (HOSTILE, file, capabilities),
+        (
+            WELL_BEHAVED,
+            "kubeadm_bootstrap.wasm",
+            Capabilities::default(),
+        ),
+    ] {
+        let source = ProviderSource::File(guest_path(file));
+        let loaded = runtime
+            .load_blocking(name, source, None, limits(), capabilities)
+            .unwrap_or_else(|e| panic!("loading {file}: {e:#?} (run `make guests`)"));
+        runtime.registry().install(Arc::new(loaded));
+    }
+    (runtime, metrics)
+}
+
+/// Runs `hostile` while another thread keeps calling the well-behaved
+/// provider; returns its result and how many well-behaved calls succeeded
+/// meanwhile (every one must).
+fn while_serving_others<R>(runtime: &Runtime, hostile: impl FnOnce() -> R) -> (R, u32) {
+    let done = Arc::new(AtomicBool::new(false));
+    let other = {
+        let (runtime, done) = (runtime.clone(), done.clone());
+        std::thread::spawn(move || {
+            let request = requests::generate(KUBEADM_JOIN_CONFIG);
+            let mut served = 0;
+            // At least one call even if the hostile one ends first.
+            loop {
+                runtime
+                    .generate(WELL_BEHAVED, &request)
+                    .expect("the well-behaved provider is served");
+                served += 1;
+                if done.load(Ordering::Relaxed) {
+                    return served;
+                }
+            }
+        })
+    };
+    let result = hostile();
+    done.store(true, Ordering::Relaxed);
+    let served = other.join().expect("the serving thread did not panic");
+    (result, served)
+}
+
+fn generate_hostile(runtime: &Runtime, config: &str) -> (CallError, Duration, u32) {
+    let (result, served) = while_serving_others(runtime, || {
+        let started = Instant::now();
+        let result = runtime.generate(HOSTILE, &requests::generate(config));
+        (result, started.elapsed())
+    });
+    let (result, elapsed) = result;
+    (result.expect_err("the hostile call fails"), elapsed, served)
+}
+
+mod infinite_loop {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_infinite_loop.wasm";
+
+    #[test]
+    fn is_interrupted_at_its_deadline_while_others_are_served() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
+        let (err, elapsed, served) = generate_hostile(&runtime, "{}");
+        assert!(
+            matches!(err, CallError::DeadlineExceeded { deadline, .. } if deadline == limits().deadline),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("sha256:"),
+            "names the digest: {err}"
+        );
+        // Within the deadline plus a few epoch ticks, with slack for a loaded CI machine.
+        assert!(
+            elapsed < limits().deadline + Duration::from_secs(2),
+            "took {elapsed:?}"
+        );
+        assert!(served > 0);
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 1);
+    }
+}
+
+mod memory_bomb {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_memory_bomb.wasm";
+
+    #[test]
+    fn hits_its_memory_limit_while_others_are_served() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
+        let (err, _, served) = generate_hostile(&runtime, "{}");
+        assert!(
+            matches!(err, CallError::MemoryLimit { limit_bytes, .. } if limit_bytes == 32 << 20),
+            "{err}"
+        );
+        assert!(served > 0);
+        assert_eq!(
+            metrics.calls(HOSTILE, "bootstrap.generate", "memory_limit"),
+            1
+        );
+    }
+}
+
+mod deep_recursion {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_deep_recursion.wasm";
+
+    #[test]
+    fn traps_without_taking_the_host_down() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default());
+        let (err, _, served) = generate_hostile(&runtime, "{}");
+        assert!(matches!(err, CallError::Trapped { .. }), "{err}");
+        assert!(served > 0);
+        // The runtime still serves the same provider's next call (and fails it the same way).
+        let again = runtime.generate(HOSTILE, &requests::generate("{}"));
+        assert!(matches!(again, Err(CallError::Trapped { .. })));
+    }
+}
+
+mod panic {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_panic.wasm";
+
+    #[test]
+    fn traps_and_reports_its_panic_message() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
+        let (err, _, served) = generate_hostile(&runtime, "{}");
+        let CallError::Trapped {
+            ref stderr, export, ..
+        } = err
+        else {
+            panic!("expected a trap, got {err}");
+        };
+        assert_eq!(export, "bootstrap.generate");
+        assert!(
+            stderr.contains("panicked"),
+            "the guest's panic message is kept: {stderr:?}"
+        );
+        assert!(served > 0);
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "trap"), 1);
+    }
+}
+
+mod oversized_output {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_oversized_output.wasm";
+
+    #[test]
+    fn is_refused_above_the_output_cap() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default());
+        // Over the 1 MiB output cap, well under the 32 MiB memory cap.
+        let (err, _, served) = generate_hostile(&runtime, r#"{"sizeBytes": 4194304}"#);
+        assert!(
+            matches!(err, CallError::OutputTooLarge { size, limit_bytes, .. } if size >= 4 << 20 && limit_bytes == 1 << 20),
+            "{err}"
+        );
+        assert!(served > 0);
+        // Under the cap the same guest is served.
+        let small = runtime.generate(HOSTILE, &requests::generate(r#"{"sizeBytes": 1024}"#));
+        assert_eq!(small.map(|d| d.value.len()).ok(), Some(1024));
+    }
+}
+
+mod forbidden_http {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_forbidden_http.wasm";
+
+    #[test]
+    fn sees_a_denied_request_as_an_error_not_a_trap() {
+        // It may reach 127.0.0.2 only; it asks for 127.0.0.1.
+        let caps = Capabilities {
+            allowed_hosts: vec!["127.0.0.2".into()],
+        };
+        let (runtime, _) = runtime_with(COVERS, caps);
+        let config = r#"{"url": "http://127.0.0.1:1/"}"#;
+        let (result, served) = while_serving_others(&runtime, || {
+            runtime.reconcile_pool(HOSTILE, &requests::reconcile_pool(config, 1))
+        });
+        let err = result.expect_err("the guest reports what it saw");
+        let CallError::Provider {
+            error: ProviderError::Terminal(ref terminal),
+            ..
+        } = err
+        else {
+            panic!("expected the guest's own terminal error, got {err}");
+        };
+        assert_eq!(terminal.reason, "HttpRequestDenied", "{terminal:?}");
+        assert!(served > 0);
+    }
+}

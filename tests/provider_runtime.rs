@@ -1,0 +1,354 @@
+//! Loading, calling and swapping real provider components.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use anyhow::Result;
+use capwasm::testing::requests;
+use capwasm::wasm::types::{BootstrapFormat, ProviderError};
+use capwasm::wasm::{
+    CallError, Capabilities, Error, Limits, PrecompiledCache, ProviderSource, Runtime,
+    RuntimeSettings, World,
+};
+use sha2::{Digest as _, Sha256};
+use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
+
+const KUBEADM: &str = "kubeadm_bootstrap.wasm";
+
+fn runtime(cache: Option<PrecompiledCache>) -> Runtime {
+    Runtime::new(
+        RuntimeSettings {
+            cache,
+            ..RuntimeSettings::default()
+        },
+        None,
+    )
+    .expect("runtime")
+}
+
+fn bytes(file: &str) -> Vec<u8> {
+    std::fs::read(guest_path(file)).unwrap_or_else(|e| panic!("{file}: {e} (run `make guests`)"))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The same component with a custom section appended: identical behaviour,
+/// another digest — a new version as far as the host can tell.
+fn with_custom_section(mut component: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    let name = b"capwasm-test-version";
+    let size = 1 + name.len() + payload.len();
+    component.push(0);
+    assert!(size < 128, "single-byte LEB128 sizes only");
+    component.push(u8::try_from(size).expect("small"));
+    component.push(u8::try_from(name.len()).expect("small"));
+    component.extend_from_slice(name);
+    component.extend_from_slice(payload);
+    component
+}
+
+async fn install(
+    runtime: &Runtime,
+    name: &str,
+    source: ProviderSource,
+) -> Result<Arc<capwasm::wasm::LoadedProvider>, Error> {
+    runtime
+        .swap(
+            name,
+            source,
+            None,
+            Limits::default(),
+            Capabilities::default(),
+        )
+        .await
+        .map(|(loaded, _)| loaded)
+}
+
+#[tokio::test]
+async fn kubeadm_bootstrap_generates_a_join_cloud_config() -> Result<()> {
+    let runtime = runtime(None);
+    let loaded = install(
+        &runtime,
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    assert_eq!(loaded.world, World::Bootstrap);
+    assert_eq!(loaded.info.name, "kubeadm-bootstrap");
+    assert_eq!(
+        loaded.config_schema["additionalProperties"], false,
+        "a strict schema"
+    );
+    assert_eq!(loaded.digest, format!("sha256:{}", sha256(&bytes(KUBEADM))));
+
+    let data = runtime.generate("kubeadm", &requests::generate(KUBEADM_JOIN_CONFIG))?;
+    assert_eq!(data.format, BootstrapFormat::CloudConfig);
+    let text = String::from_utf8(data.value)?;
+    assert!(text.starts_with("#cloud-config"), "{text}");
+    assert!(text.contains("kubeadm join"), "{text}");
+    assert!(
+        text.contains("127.0.0.1:6443"),
+        "the cluster endpoint: {text}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn invalid_config_is_reported_with_the_field_path() -> Result<()> {
+    let runtime = runtime(None);
+    install(
+        &runtime,
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    let config = KUBEADM_JOIN_CONFIG.replace("abcdef.0123456789abcdef", "not-a-token");
+    let err = runtime
+        .generate("kubeadm", &requests::generate(&config))
+        .expect_err("invalid token");
+    let CallError::Provider {
+        error: ProviderError::InvalidConfig(ref invalid),
+        ..
+    } = err
+    else {
+        panic!("expected invalid-config, got {err}");
+    };
+    assert_eq!(invalid.path, "$.token");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_endpoint_asks_to_retry_later() -> Result<()> {
+    let runtime = runtime(None);
+    install(
+        &runtime,
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    let mut request = requests::generate(KUBEADM_JOIN_CONFIG);
+    request.cluster.control_plane_endpoint = None;
+    let err = runtime
+        .generate("kubeadm", &request)
+        .expect_err("no endpoint yet");
+    assert!(
+        matches!(err, CallError::Provider { error: ProviderError::RetryAfter(ref r), .. } if r.seconds > 0),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_digest_mismatch_is_refused_and_the_right_digest_accepted() -> Result<()> {
+    let runtime = runtime(None);
+    let source = ProviderSource::File(guest_path(KUBEADM));
+    let wrong = "0".repeat(64);
+    let err = runtime
+        .swap(
+            "kubeadm",
+            source.clone(),
+            Some(&wrong),
+            Limits::default(),
+            Capabilities::default(),
+        )
+        .await
+        .expect_err("mismatch");
+    assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
+    assert!(
+        runtime.registry().get("kubeadm").is_none(),
+        "nothing was installed"
+    );
+
+    let right = format!("sha256:{}", sha256(&bytes(KUBEADM)));
+    let (loaded, _) = runtime
+        .swap(
+            "kubeadm",
+            source,
+            Some(&right),
+            Limits::default(),
+            Capabilities::default(),
+        )
+        .await?;
+    assert_eq!(loaded.digest, right);
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error() -> Result<()> {
+    let runtime = runtime(None);
+    let not_wasm = install(
+        &runtime,
+        "x",
+        ProviderSource::Bytes(b"#!/bin/sh\necho hi\n".to_vec()),
+    )
+    .await;
+    assert!(
+        matches!(not_wasm, Err(Error::NotAComponent)),
+        "{not_wasm:?}"
+    );
+    let core_module = install(
+        &runtime,
+        "x",
+        ProviderSource::Bytes(b"\0asm\x01\0\0\0".to_vec()),
+    )
+    .await;
+    assert!(
+        matches!(core_module, Err(Error::NotAComponent)),
+        "{core_module:?}"
+    );
+    let truncated = install(
+        &runtime,
+        "x",
+        ProviderSource::Bytes(bytes(KUBEADM)[..4096].to_vec()),
+    )
+    .await;
+    assert!(matches!(truncated, Err(Error::Compile(_))), "{truncated:?}");
+    let missing = install(
+        &runtime,
+        "x",
+        ProviderSource::File("/nonexistent/provider.wasm".into()),
+    )
+    .await;
+    assert!(matches!(missing, Err(Error::Read { .. })), "{missing:?}");
+    let too_big = runtime
+        .swap(
+            "x",
+            ProviderSource::File(guest_path(KUBEADM)),
+            None,
+            Limits {
+                memory_bytes: 1 << 40,
+                ..Limits::default()
+            },
+            Capabilities::default(),
+        )
+        .await;
+    assert!(
+        matches!(too_big, Err(Error::MemoryLimitTooHigh { .. })),
+        "{too_big:?}"
+    );
+    assert!(runtime.registry().get("x").is_none());
+
+    // A bootstrap provider asked for an infrastructure export.
+    install(
+        &runtime,
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    let wrong_world = runtime.reconcile_pool("kubeadm", &requests::reconcile_pool("{}", 1));
+    assert!(
+        matches!(wrong_world, Err(CallError::WrongWorld { .. })),
+        "{wrong_world:?}"
+    );
+    let unknown = runtime.generate("nobody", &requests::generate("{}"));
+    assert!(
+        matches!(unknown, Err(CallError::NotLoaded(_))),
+        "{unknown:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_restart_loads_from_the_precompiled_cache() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cache = PrecompiledCache::new(dir.path().join("cache"));
+    let first = install(
+        &runtime(Some(cache.clone())),
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    assert!(!first.from_cache);
+
+    let restarted = runtime(Some(cache));
+    let second = install(
+        &restarted,
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    assert!(
+        second.from_cache,
+        "the second runtime found the compiled component"
+    );
+    assert_eq!(first.digest, second.digest);
+    restarted.generate("kubeadm", &requests::generate(KUBEADM_JOIN_CONFIG))?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_module() -> Result<()>
+{
+    let runtime = runtime(None);
+    let v1 = install(&runtime, "boot", ProviderSource::File(guest_path(KUBEADM))).await?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicU32::new(0));
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let (runtime, stop, calls) = (runtime.clone(), stop.clone(), calls.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let request = requests::generate(KUBEADM_JOIN_CONFIG);
+                    runtime
+                        .blocking(move |rt| rt.generate("boot", &request))
+                        .await?;
+                    calls.fetch_add(1, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    let wait_for_calls = |at_least: u32| {
+        let calls = calls.clone();
+        async move {
+            while calls.load(Ordering::Relaxed) < at_least {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait_for_calls(50)).await?;
+
+    // A new version: swapped in while calls run.
+    let v2_bytes = with_custom_section(bytes(KUBEADM), b"v2");
+    let (v2, previous) = runtime
+        .swap(
+            "boot",
+            ProviderSource::Bytes(v2_bytes.clone()),
+            None,
+            Limits::default(),
+            Capabilities::default(),
+        )
+        .await?;
+    assert_eq!(previous.map(|p| p.digest.clone()), Some(v1.digest.clone()));
+    assert_ne!(v2.digest, v1.digest);
+    assert_eq!(v2.digest, format!("sha256:{}", sha256(&v2_bytes)));
+    let after_swap = calls.load(Ordering::Relaxed);
+    tokio::time::timeout(Duration::from_secs(30), wait_for_calls(after_swap + 50)).await?;
+
+    // A broken module is refused; the working version stays in service.
+    let broken = runtime
+        .swap(
+            "boot",
+            ProviderSource::Bytes(b"\0asm\x0d\0\x01\0garbage".to_vec()),
+            None,
+            Limits::default(),
+            Capabilities::default(),
+        )
+        .await;
+    assert!(broken.is_err());
+    assert_eq!(
+        runtime.registry().get("boot").map(|p| p.digest.clone()),
+        Some(v2.digest.clone())
+    );
+    let after_refusal = calls.load(Ordering::Relaxed);
+    tokio::time::timeout(Duration::from_secs(30), wait_for_calls(after_refusal + 50)).await?;
+
+    stop.store(true, Ordering::Relaxed);
+    for caller in callers {
+        caller.await??;
+    }
+    Ok(())
+}
