@@ -301,15 +301,17 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
             })
         })
         .collect();
-    let wait_for_calls = |at_least: u32| {
+    // Waits until the callers have made 50 more successful calls.
+    let fifty_more_calls = || {
         let calls = calls.clone();
-        async move {
+        let at_least = calls.load(Ordering::Relaxed) + 50;
+        tokio::time::timeout(Duration::from_secs(30), async move {
             while calls.load(Ordering::Relaxed) < at_least {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-        }
+        })
     };
-    tokio::time::timeout(Duration::from_secs(30), wait_for_calls(50)).await?;
+    fifty_more_calls().await?;
 
     // A new version: swapped in while calls run.
     let v2_bytes = with_custom_section(bytes(KUBEADM), b"v2");
@@ -325,8 +327,7 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
     assert_eq!(previous.map(|p| p.digest.clone()), Some(v1.digest.clone()));
     assert_ne!(v2.digest, v1.digest);
     assert_eq!(v2.digest, format!("sha256:{}", sha256(&v2_bytes)));
-    let after_swap = calls.load(Ordering::Relaxed);
-    tokio::time::timeout(Duration::from_secs(30), wait_for_calls(after_swap + 50)).await?;
+    fifty_more_calls().await?;
 
     // A broken module is refused; the working version stays in service.
     let broken = runtime
@@ -343,8 +344,7 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
         runtime.registry().get("boot").map(|p| p.digest.clone()),
         Some(v2.digest.clone())
     );
-    let after_refusal = calls.load(Ordering::Relaxed);
-    tokio::time::timeout(Duration::from_secs(30), wait_for_calls(after_refusal + 50)).await?;
+    fifty_more_calls().await?;
 
     stop.store(true, Ordering::Relaxed);
     for caller in callers {

@@ -1,39 +1,28 @@
 //! Runtime figures, one line each:
 //!
 //!     guest-call: p50=<µs> p99=<µs>     fresh instance + kubeadm-bootstrap `generate`
+//!     guest-call-noop: p50=<µs> p99=<µs> fresh instance + `info` (the host's share of a call)
 //!     guest-compile: <ms>               compiling kubeadm-bootstrap
 //!     guest-load-precompiled: <ms>      a whole load (read, digest, deserialise, check) from the cache
 //!     guest-idle-memory: <KiB>          resident memory added per loaded provider
 //!
 //! Run with `make bench` (needs `make guests`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capwasm::testing::requests;
+use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path, requests};
 use capwasm::wasm::{
     Capabilities, Limits, PrecompiledCache, ProviderSource, Runtime, RuntimeSettings,
 };
 
-const KUBEADM_JOIN_CONFIG: &str = r#"{"mode": "join", "token": "abcdef.0123456789abcdef",
-  "caCertHashes": ["sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"]}"#;
 const CALLS: usize = 20_000;
 const WARMUP: usize = 2_000;
 const LOADS: usize = 5;
 const MEMORY_PROVIDERS: usize = 20;
 
 fn main() -> anyhow::Result<()> {
-    let dir = std::env::var_os("CAPWASM_GUESTS_DIR").map_or_else(
-        || {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../guests/target/wasm32-wasip2/release"
-            ))
-        },
-        PathBuf::from,
-    );
-    let source = ProviderSource::Bytes(std::fs::read(dir.join("kubeadm_bootstrap.wasm"))?);
+    let source = ProviderSource::Bytes(std::fs::read(guest_path("kubeadm_bootstrap.wasm"))?);
     let cache_dir = tempfile::tempdir()?;
     let cache = PrecompiledCache::new(cache_dir.path());
     let settings = |cache: Option<PrecompiledCache>| RuntimeSettings {
@@ -77,14 +66,8 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..WARMUP {
         runtime.generate("kubeadm", &request)?;
     }
-    let mut calls = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        runtime.generate("kubeadm", &request)?;
-        calls.push(started.elapsed());
-    }
-    calls.sort();
-    let percentile = |p: usize| calls[(calls.len() * p / 100).min(calls.len() - 1)];
+    let calls = timed(|| runtime.generate("kubeadm", &request).map(drop))?;
+    let noop = timed(|| runtime.info("kubeadm").map(drop))?;
 
     // Idle memory: resident growth over many loaded providers, per provider.
     let before = resident_kib()?;
@@ -97,11 +80,15 @@ fn main() -> anyhow::Result<()> {
 
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
     let millis = |d: Duration| d.as_secs_f64() * 1e3;
-    println!(
-        "guest-call: p50={:.1} p99={:.1}",
-        micros(percentile(50)),
-        micros(percentile(99))
-    );
+    let percentiles = |d: &[Duration]| {
+        format!(
+            "p50={:.1} p99={:.1}",
+            micros(percentile(d, 50)),
+            micros(percentile(d, 99))
+        )
+    };
+    println!("guest-call: {}", percentiles(&calls));
+    println!("guest-call-noop: {}", percentiles(&noop));
     println!("guest-compile: {:.1}", millis(compile[LOADS / 2]));
     println!(
         "guest-load-precompiled: {:.2}",
@@ -109,6 +96,24 @@ fn main() -> anyhow::Result<()> {
     );
     println!("guest-idle-memory: {per_provider}");
     Ok(())
+}
+
+/// Durations of [`CALLS`] runs of `call`, sorted.
+fn timed(
+    mut call: impl FnMut() -> Result<(), capwasm::wasm::CallError>,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut durations = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        call()?;
+        durations.push(started.elapsed());
+    }
+    durations.sort();
+    Ok(durations)
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
 }
 
 fn resident_kib() -> anyhow::Result<u64> {

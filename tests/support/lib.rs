@@ -18,17 +18,17 @@ mod crds;
 mod env;
 mod error;
 mod etcd;
-mod guests;
 mod ports;
 mod process;
 mod rundir;
 
 pub use apiserver::ApiServer;
 pub use binaries::Binaries;
+/// The built guest components, as the runtime tests find them.
+pub use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
 pub use crds::install_crds;
 pub use env::{Options, TestEnv};
 pub use error::Error;
-pub use guests::{KUBEADM_JOIN_CONFIG, guest_path};
 pub use process::is_running;
 
 /// The harness's result type.

@@ -1,4 +1,7 @@
 //! Fixtures for tests of capwasm and of providers: valid values by default,
 //! each changed by the test that needs something else.
 
+mod guests;
 pub mod requests;
+
+pub use guests::{KUBEADM_JOIN_CONFIG, guest_path};

@@ -16,7 +16,7 @@ use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
 
 /// What one export call returns before the host's checks: the outer error
 /// means the guest died, the inner one is its own typed answer.
-type GuestResult<R> = wasmtime::Result<Result<R, ProviderError>>;
+pub(crate) type GuestResult<R> = wasmtime::Result<Result<R, ProviderError>>;
 
 pub(crate) enum Bindings {
     Bootstrap(BootstrapProvider),
@@ -153,7 +153,7 @@ fn memory_limit(provider: &LoadedProvider, export: &'static str) -> CallError {
     }
 }
 
-// === The exports, one function each ===
+// === The exports every world has (used by loading too) ===
 
 pub(crate) fn info(
     engine: &Engine,
@@ -183,152 +183,6 @@ pub(crate) fn config_schema(
                 Bindings::Bootstrap(b) => b.call_config_schema(store).map(Ok),
                 Bindings::Infrastructure(b) => b.call_config_schema(store).map(Ok),
             })
-        },
-    )
-}
-
-pub(crate) fn generate(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    request: &super::bootstrap::GenerateRequest,
-) -> Result<BootstrapData, CallError> {
-    run(
-        engine,
-        provider,
-        "bootstrap.generate",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Bootstrap(b) => {
-                Some(b.capwasm_provider_bootstrap().call_generate(store, request))
-            }
-            Bindings::Infrastructure(_) => None,
-        },
-    )
-}
-
-pub(crate) fn reconcile_pool(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    request: &super::machine_pools::ReconcileRequest,
-) -> Result<PoolState, CallError> {
-    run(
-        engine,
-        provider,
-        "machine-pools.reconcile",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => Some(
-                b.capwasm_provider_machine_pools()
-                    .call_reconcile(store, request),
-            ),
-            Bindings::Bootstrap(_) => None,
-        },
-    )
-}
-
-pub(crate) fn delete_pool(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    request: &super::machine_pools::DeleteRequest,
-) -> Result<DeleteOutcome, CallError> {
-    run(
-        engine,
-        provider,
-        "machine-pools.delete",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => Some(
-                b.capwasm_provider_machine_pools()
-                    .call_delete(store, request),
-            ),
-            Bindings::Bootstrap(_) => None,
-        },
-    )
-}
-
-pub(crate) fn reconcile_cluster(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    request: &super::clusters::ClusterRequest,
-) -> Result<ClusterState, CallError> {
-    run(
-        engine,
-        provider,
-        "clusters.reconcile",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => {
-                Some(b.capwasm_provider_clusters().call_reconcile(store, request))
-            }
-            Bindings::Bootstrap(_) => None,
-        },
-    )
-}
-
-pub(crate) fn delete_cluster(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    request: &super::clusters::ClusterRequest,
-) -> Result<DeleteOutcome, CallError> {
-    run(
-        engine,
-        provider,
-        "clusters.delete",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => {
-                Some(b.capwasm_provider_clusters().call_delete(store, request))
-            }
-            Bindings::Bootstrap(_) => None,
-        },
-    )
-}
-
-pub(crate) fn provider_id(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    config: &str,
-    instance: &Instance,
-) -> Result<String, CallError> {
-    run(
-        engine,
-        provider,
-        "provider-ids.provider-id",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => Some(
-                b.capwasm_provider_provider_ids()
-                    .call_provider_id(store, config, instance),
-            ),
-            Bindings::Bootstrap(_) => None,
-        },
-    )
-}
-
-pub(crate) fn owns(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-    provider_id: &str,
-) -> Result<bool, CallError> {
-    run(
-        engine,
-        provider,
-        "provider-ids.owns",
-        metrics,
-        |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => Some(
-                b.capwasm_provider_provider_ids()
-                    .call_owns(store, provider_id)
-                    .map(Ok),
-            ),
-            Bindings::Bootstrap(_) => None,
         },
     )
 }

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 use wasmtime_wasi::p2::bindings::cli;
 
-use super::bindings::{log, types};
+use super::bindings::{InfrastructureProvider, log, types};
 use super::cache::PrecompiledCache;
+use super::call::{Bindings, GuestResult};
 use super::engine::{self, EpochTicker};
 use super::limits::{Capabilities, Limits};
 use super::load::{self, LoadRequest, ProviderSource};
@@ -160,17 +161,48 @@ impl Runtime {
         self.inner.metrics.as_ref()
     }
 
+    /// Runs `export` of the current version of `provider`; `body` makes the
+    /// call on the instance's bindings, or returns `None` if the provider's
+    /// world has no such export.
+    fn call<R: call::OutputSize>(
+        &self,
+        provider: &str,
+        export: &'static str,
+        body: impl FnOnce(&mut Store<CallState>, &Bindings) -> Option<GuestResult<R>>,
+    ) -> Result<R, CallError> {
+        call::run(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            export,
+            self.metrics(),
+            body,
+        )
+    }
+
+    /// What `provider` says of itself (every world exports it).
+    pub fn info(&self, provider: &str) -> Result<types::ProviderInfo, CallError> {
+        call::info(
+            &self.inner.engine,
+            &*self.provider(provider)?,
+            self.metrics(),
+        )
+    }
+
     /// `bootstrap.generate` of `provider`.
     pub fn generate(
         &self,
         provider: &str,
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
-        call::generate(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            request,
+        self.call(
+            provider,
+            "bootstrap.generate",
+            |store, bindings| match bindings {
+                Bindings::Bootstrap(b) => {
+                    Some(b.capwasm_provider_bootstrap().call_generate(store, request))
+                }
+                Bindings::Infrastructure(_) => None,
+            },
         )
     }
 
@@ -180,12 +212,10 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
-        call::reconcile_pool(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            request,
-        )
+        self.infrastructure(provider, "machine-pools.reconcile", |store, b| {
+            b.capwasm_provider_machine_pools()
+                .call_reconcile(store, request)
+        })
     }
 
     /// `machine-pools.delete` of `provider`.
@@ -194,12 +224,10 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::DeleteRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        call::delete_pool(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            request,
-        )
+        self.infrastructure(provider, "machine-pools.delete", |store, b| {
+            b.capwasm_provider_machine_pools()
+                .call_delete(store, request)
+        })
     }
 
     /// `clusters.reconcile` of `provider`.
@@ -208,12 +236,9 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
-        call::reconcile_cluster(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            request,
-        )
+        self.infrastructure(provider, "clusters.reconcile", |store, b| {
+            b.capwasm_provider_clusters().call_reconcile(store, request)
+        })
     }
 
     /// `clusters.delete` of `provider`.
@@ -222,12 +247,9 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        call::delete_cluster(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            request,
-        )
+        self.infrastructure(provider, "clusters.delete", |store, b| {
+            b.capwasm_provider_clusters().call_delete(store, request)
+        })
     }
 
     /// `provider-ids.provider-id` of `provider`.
@@ -237,23 +259,32 @@ impl Runtime {
         config: &str,
         instance: &Instance,
     ) -> Result<String, CallError> {
-        call::provider_id(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            config,
-            instance,
-        )
+        self.infrastructure(provider, "provider-ids.provider-id", |store, b| {
+            b.capwasm_provider_provider_ids()
+                .call_provider_id(store, config, instance)
+        })
     }
 
     /// `provider-ids.owns` of `provider`.
     pub fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
-        call::owns(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-            provider_id,
-        )
+        self.infrastructure(provider, "provider-ids.owns", |store, b| {
+            b.capwasm_provider_provider_ids()
+                .call_owns(store, provider_id)
+                .map(Ok)
+        })
+    }
+
+    /// An export only the infrastructure world has.
+    fn infrastructure<R: call::OutputSize>(
+        &self,
+        provider: &str,
+        export: &'static str,
+        body: impl FnOnce(&mut Store<CallState>, &InfrastructureProvider) -> GuestResult<R>,
+    ) -> Result<R, CallError> {
+        self.call(provider, export, |store, bindings| match bindings {
+            Bindings::Infrastructure(b) => Some(body(store, b)),
+            Bindings::Bootstrap(_) => None,
+        })
     }
 }
 

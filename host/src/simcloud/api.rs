@@ -1,0 +1,158 @@
+//! The HTTP API's JSON shapes, exactly as the sim-infrastructure guest
+//! sends and reads them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// An instance as the API reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    /// The cloud's id, such as `i-3fa2c1000001`; also the Node's name.
+    pub id: String,
+    /// `sim://<region>/<id>`.
+    #[serde(rename = "providerID")]
+    pub provider_id: String,
+    /// The pool it belongs to, `<namespace>/<name>`.
+    pub pool: String,
+    /// Where it is in its life.
+    pub state: InstanceState,
+    /// The failure domain it was placed in, if one was asked for.
+    pub failure_domain: Option<String>,
+    /// Its network addresses.
+    pub addresses: Vec<Address>,
+}
+
+/// Where an instance is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceState {
+    /// Booting; becomes `running` or `failed` after the boot delay.
+    Pending,
+    /// Booted with usable bootstrap data: its node joined.
+    Running,
+    /// Booted, but its bootstrap data could not make it join.
+    Failed,
+    /// Being shut down; listed until the termination delay has passed.
+    Terminating,
+}
+
+/// One network address of an instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Address {
+    /// What kind of address it is.
+    #[serde(rename = "type")]
+    pub kind: AddressType,
+    /// The address itself.
+    pub address: String,
+}
+
+/// The kinds of address the cloud hands out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AddressType {
+    /// A private IPv4 address in 10.0.0.0/8.
+    #[serde(rename = "InternalIP")]
+    InternalIp,
+}
+
+/// How a machine interprets its bootstrap data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BootstrapFormat {
+    /// cloud-init user data, starting with `#cloud-config`.
+    CloudConfig,
+    /// An Ignition config (JSON).
+    Ignition,
+    /// A script run at first boot, starting with `#!`.
+    ShellScript,
+}
+
+/// Body of `POST /v1/regions/{region}/instances`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateInstance {
+    /// Makes the create idempotent: a token held by a listed instance
+    /// returns that instance instead of creating another.
+    pub request_token: String,
+    /// The pool, `<namespace>/<name>`.
+    pub pool: String,
+    /// Base64 of the bootstrap data.
+    pub bootstrap_data: String,
+    /// How the bootstrap data is interpreted.
+    pub bootstrap_format: BootstrapFormat,
+    /// The failure domain to place the instance in.
+    #[serde(default)]
+    pub failure_domain: Option<String>,
+    /// Labels its Node registers with.
+    #[serde(default)]
+    pub node_labels: BTreeMap<String, String>,
+    /// The instance type; the cloud records it and offers only one size.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+}
+
+/// Body of `GET /v1/regions/{region}/instances`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceList {
+    /// The instances, oldest first.
+    pub instances: Vec<Instance>,
+}
+
+/// Body of every error response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// A short CamelCase code, such as `InstanceLimitExceeded`.
+    pub code: String,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_encodes_the_shape_the_guest_decodes() {
+        let instance = Instance {
+            id: "i-1".into(),
+            provider_id: "sim://local-1/i-1".into(),
+            pool: "ns/p".into(),
+            state: InstanceState::Running,
+            failure_domain: None,
+            addresses: vec![Address {
+                kind: AddressType::InternalIp,
+                address: "10.0.0.1".into(),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&instance).expect("encodes"),
+            serde_json::json!({
+                "id": "i-1", "providerID": "sim://local-1/i-1", "pool": "ns/p", "state": "running",
+                "failureDomain": null, "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+            })
+        );
+    }
+
+    #[test]
+    fn create_instance_decodes_the_body_the_guest_sends() {
+        let body = serde_json::json!({
+            "requestToken": "key-0", "pool": "ns/p", "bootstrapData": "I2Nsb3VkLWNvbmZpZwo=",
+            "bootstrapFormat": "cloud-config", "failureDomain": null,
+            "nodeLabels": {"tier": "web"}, "instanceType": "small",
+        });
+        let create: CreateInstance = serde_json::from_value(body).expect("decodes");
+        assert_eq!(create.bootstrap_format, BootstrapFormat::CloudConfig);
+        assert_eq!(create.node_labels["tier"], "web");
+        assert_eq!(create.instance_type.as_deref(), Some("small"));
+    }
+
+    #[test]
+    fn create_instance_is_refused_when_a_field_is_unknown() {
+        let body = serde_json::json!({
+            "requestToken": "t", "pool": "ns/p", "bootstrapData": "", "bootstrapFormat": "ignition",
+            "userData": "x",
+        });
+        assert!(serde_json::from_value::<CreateInstance>(body).is_err());
+    }
+}

@@ -1,0 +1,537 @@
+//! The sim-infrastructure provider, loaded in the real runtime, against
+//! the simulated cloud: scaling, idempotency across lost records, deletion,
+//! credentials, and how an unusable or unreachable cloud is reported.
+//!
+//! Guest calls block on HTTP, so they go through `Runtime::blocking` while
+//! the cloud is served by this test's runtime.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::Result;
+use capwasm::simcloud::{InstanceRecord, InstanceState, RunningSimCloud, Settings, SimCloud};
+use capwasm::testing::requests;
+use capwasm::wasm::machine_pools::{DeleteRequest, PoolState, ReconcileRequest};
+use capwasm::wasm::types::{
+    self, BootstrapData, BootstrapFormat, Credential, DeleteOutcome, ProviderError,
+};
+use capwasm::wasm::{CallError, Capabilities, Limits, ProviderSource, Runtime, RuntimeSettings};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use kube::runtime::wait::await_condition;
+use testenv::{TestEnv, guest_path};
+
+const PROVIDER: &str = "sim";
+const REGION: &str = "local-1";
+/// `<namespace>/<name>` of the pool in `requests::reconcile_pool`.
+const POOL: &str = "default/pool-a";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The runtime with sim-infrastructure loaded, allowed to reach 127.0.0.1 only.
+async fn runtime() -> Runtime {
+    let runtime = Runtime::new(RuntimeSettings::default(), None).expect("runtime");
+    let capabilities = Capabilities {
+        allowed_hosts: vec!["127.0.0.1".into()],
+    };
+    runtime
+        .swap(
+            PROVIDER,
+            ProviderSource::File(guest_path("sim_infrastructure.wasm")),
+            None,
+            Limits::default(),
+            capabilities,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("loading sim_infrastructure.wasm: {e:#?} (run `make guests`)"));
+    runtime
+}
+
+async fn cloud(settings: Settings) -> RunningSimCloud {
+    SimCloud::new(settings)
+        .start_on_loopback()
+        .await
+        .expect("sim cloud starts")
+}
+
+/// Instances boot and terminate at once: states follow calls deterministically.
+fn instant() -> Settings {
+    Settings {
+        boot_delay: Duration::ZERO,
+        termination_delay: Duration::ZERO,
+        ..Settings::default()
+    }
+}
+
+fn config(endpoint: &str) -> String {
+    serde_json::json!({"endpoint": endpoint, "region": REGION}).to_string()
+}
+
+async fn reconcile(runtime: &Runtime, request: &ReconcileRequest) -> Result<PoolState, CallError> {
+    let request = request.clone();
+    runtime
+        .blocking(move |rt| rt.reconcile_pool(PROVIDER, &request))
+        .await
+}
+
+async fn delete(runtime: &Runtime, request: &DeleteRequest) -> Result<DeleteOutcome, CallError> {
+    let request = request.clone();
+    runtime
+        .blocking(move |rt| rt.delete_pool(PROVIDER, &request))
+        .await
+}
+
+/// Waits until `done` holds for the instances of [`POOL`].
+async fn wait_for_pool(
+    cloud: &SimCloud,
+    mut done: impl FnMut(&[&InstanceRecord]) -> bool,
+) -> Vec<InstanceRecord> {
+    let waited = tokio::time::timeout(
+        WAIT,
+        cloud.wait_for(|all| {
+            let pool: Vec<_> = all.iter().filter(|r| r.instance.pool == POOL).collect();
+            done(&pool)
+        }),
+    )
+    .await
+    .expect("the cloud reached the expected state in time");
+    waited
+        .into_iter()
+        .filter(|r| r.instance.pool == POOL)
+        .collect()
+}
+
+fn ids(state: &PoolState) -> BTreeSet<String> {
+    state.instances.iter().map(|i| i.id.clone()).collect()
+}
+
+fn cloud_ids(cloud: &SimCloud) -> BTreeSet<String> {
+    cloud
+        .instances_of(POOL)
+        .into_iter()
+        .map(|r| r.instance.id)
+        .collect()
+}
+
+fn provider_error(result: Result<impl std::fmt::Debug, CallError>) -> ProviderError {
+    match result {
+        Err(CallError::Provider { error, .. }) => error,
+        other => panic!("expected the provider's own error, got {other:?}"),
+    }
+}
+
+fn assert_retry_after(result: Result<impl std::fmt::Debug, CallError>) {
+    let error = provider_error(result);
+    assert!(
+        matches!(error, ProviderError::RetryAfter(ref r) if r.seconds > 0),
+        "{error:?}"
+    );
+}
+
+fn assert_terminal(result: Result<impl std::fmt::Debug, CallError>, reason: &str) {
+    let error = provider_error(result);
+    assert!(
+        matches!(error, ProviderError::Terminal(ref t) if t.reason == reason),
+        "expected terminal {reason}, got {error:?}"
+    );
+}
+
+fn token(ordinal: u32) -> String {
+    format!("{}-{ordinal}", requests::object("pool-a").uid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run() -> Result<()> {
+    let running = cloud(Settings {
+        boot_delay: Duration::from_millis(100),
+        ..instant()
+    })
+    .await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+
+    let state = reconcile(&runtime, &request).await?;
+    assert_eq!(state.instances.len(), 3);
+    assert!(!state.ready, "instances are still booting");
+    assert!(state.requeue_after_seconds.is_some());
+    for instance in &state.instances {
+        assert_eq!(
+            instance.provider_id,
+            format!("sim://{REGION}/{}", instance.id)
+        );
+    }
+    assert_eq!(ids(&state), cloud_ids(running.cloud()));
+    let tokens: Vec<_> = state
+        .instances
+        .iter()
+        .map(|i| i.request_token.clone())
+        .collect();
+    assert_eq!(tokens, [0, 1, 2].map(|n| Some(token(n))).to_vec());
+
+    wait_for_pool(running.cloud(), |pool| {
+        pool.iter()
+            .all(|r| r.instance.state == InstanceState::Running)
+    })
+    .await;
+    request.instances = state.instances;
+    let state = reconcile(&runtime, &request).await?;
+    assert!(state.ready);
+    assert_eq!(state.requeue_after_seconds, None);
+    assert!(
+        state
+            .instances
+            .iter()
+            .all(|i| matches!(i.state, types::InstanceState::Running))
+    );
+    assert_eq!(running.cloud().total_creations(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances() -> Result<()> {
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+    let first = reconcile(&runtime, &request).await?;
+
+    request.instances = first.instances.clone();
+    let second = reconcile(&runtime, &request).await?;
+    request.instances = second.instances.clone();
+    let third = reconcile(&runtime, &request).await?;
+
+    assert_eq!(ids(&second), ids(&first));
+    assert_eq!(ids(&third), ids(&first));
+    assert!(third.ready);
+    assert_eq!(running.cloud().total_creations(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances() -> Result<()> {
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+    let first = reconcile(&runtime, &request).await?;
+
+    // The host crashed before recording `first`: it calls again with nothing.
+    let again = reconcile(&runtime, &request).await?;
+    assert_eq!(ids(&again), ids(&first));
+    assert_eq!(running.cloud().total_creations(), 3);
+
+    // Scaling up without the records: the provider retries ordinals 0-2 with
+    // their old tokens, and the cloud answers with the existing instances.
+    request.replicas = 5;
+    let grown = reconcile(&runtime, &request).await?;
+    assert!(ids(&grown).is_superset(&ids(&first)));
+    assert_eq!(running.cloud().total_creations(), 5);
+    for n in 0..5 {
+        assert_eq!(running.cloud().creations(REGION, &token(n)), 1, "token {n}");
+    }
+    let tokens: Vec<_> = grown
+        .instances
+        .iter()
+        .map(|i| i.request_token.clone())
+        .collect();
+    assert_eq!(
+        tokens,
+        (0..5).map(|n| Some(token(n))).collect::<Vec<_>>(),
+        "every instance is known by its token again"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_terminates_the_highest_ordinals() -> Result<()> {
+    // Terminating instances stay listed for the whole test.
+    let running = cloud(Settings {
+        termination_delay: Duration::from_secs(600),
+        ..instant()
+    })
+    .await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+    let three = reconcile(&runtime, &request).await?;
+
+    request.instances = three.instances;
+    request.replicas = 1;
+    let one = reconcile(&runtime, &request).await?;
+
+    let by_token = |n: u32| {
+        running
+            .cloud()
+            .instances_of(POOL)
+            .into_iter()
+            .find(|r| r.request_token == token(n))
+            .map(|r| r.instance.state)
+    };
+    assert_eq!(by_token(0), Some(InstanceState::Running));
+    assert_eq!(by_token(1), Some(InstanceState::Terminating));
+    assert_eq!(by_token(2), Some(InstanceState::Terminating));
+    assert!(one.ready, "the one desired instance runs");
+    assert!(
+        one.requeue_after_seconds.is_some(),
+        "two are still terminating"
+    );
+    assert_eq!(running.cloud().total_creations(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_is_done_once_the_cloud_has_no_instance_of_the_pool() -> Result<()> {
+    let running = cloud(Settings {
+        termination_delay: Duration::from_millis(100),
+        ..instant()
+    })
+    .await;
+    let runtime = runtime().await;
+    let config = config(&running.endpoint());
+    let mut request = requests::delete_pool(&config);
+    request.instances = reconcile(&runtime, &requests::reconcile_pool(&config, 3))
+        .await?
+        .instances;
+
+    let first = delete(&runtime, &request).await?;
+    assert!(
+        matches!(first, DeleteOutcome::InProgress(s) if s > 0),
+        "{first:?}"
+    );
+    wait_for_pool(running.cloud(), |pool| pool.is_empty()).await;
+    let second = delete(&runtime, &request).await?;
+
+    assert!(matches!(second, DeleteOutcome::Done), "{second:?}");
+    assert!(running.cloud().instances_of(POOL).is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> Result<()> {
+    let running = cloud(Settings {
+        bearer_token: Some("s3cret".into()),
+        ..instant()
+    })
+    .await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 1);
+    let credential = |value: &[u8]| Credential {
+        key: "token".into(),
+        value: value.to_vec(),
+    };
+
+    assert_terminal(reconcile(&runtime, &request).await, "Unauthorized");
+    request.credentials = vec![credential(b"wrong")];
+    assert_terminal(reconcile(&runtime, &request).await, "Unauthorized");
+    assert_eq!(running.cloud().total_creations(), 0);
+
+    request.credentials = vec![credential(b"s3cret")];
+    let state = reconcile(&runtime, &request).await?;
+    assert_eq!(state.instances.len(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_asks_to_retry_when_bootstrap_data_is_missing() -> Result<()> {
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 2);
+    request.bootstrap_data = None;
+
+    assert_retry_after(reconcile(&runtime, &request).await);
+    assert_eq!(running.cloud().total_creations(), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join() -> Result<()> {
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 2);
+    request.bootstrap_data = Some(BootstrapData {
+        format: BootstrapFormat::ShellScript,
+        value: b"kubeadm join --no-interpreter-line\n".to_vec(),
+    });
+
+    let state = reconcile(&runtime, &request).await?;
+
+    assert!(!state.ready);
+    assert!(
+        state
+            .instances
+            .iter()
+            .all(|i| matches!(i.state, types::InstanceState::Failed)),
+        "{:?}",
+        state.instances
+    );
+    assert!(
+        running
+            .cloud()
+            .instances_of(POOL)
+            .iter()
+            .all(|r| r.join_failure.is_some())
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_asks_to_retry_when_the_cloud_is_full() -> Result<()> {
+    let running = cloud(Settings {
+        max_instances: 2,
+        ..instant()
+    })
+    .await;
+    let runtime = runtime().await;
+    let request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+
+    assert_retry_after(reconcile(&runtime, &request).await);
+    assert_eq!(running.cloud().instances_of(POOL).len(), 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_asks_to_retry_when_the_cloud_is_down() -> Result<()> {
+    // A port that was free a moment ago: nothing listens on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let runtime = runtime().await;
+    let request = requests::reconcile_pool(&config(&format!("http://127.0.0.1:{port}")), 1);
+
+    assert_retry_after(reconcile(&runtime, &request).await);
+    let delete_request = requests::delete_pool(&config(&format!("http://127.0.0.1:{port}")));
+    assert_retry_after(delete(&runtime, &delete_request).await);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_is_denied_when_the_endpoint_host_is_not_allowed() -> Result<()> {
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    // The same server under a name the provider may not reach.
+    let endpoint = format!("http://localhost:{}", running.addr().port());
+    let request = requests::reconcile_pool(&config(&endpoint), 1);
+
+    assert_terminal(reconcile(&runtime, &request).await, "HttpRequestDenied");
+    assert_eq!(running.cloud().total_creations(), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_cluster_reports_endpoint_and_failure_domains_from_config() -> Result<()> {
+    let runtime = runtime().await;
+    let config = serde_json::json!({
+        "endpoint": "http://127.0.0.1:1",
+        "region": REGION,
+        "failureDomains": ["zone-a", "zone-b"],
+        "controlPlanePort": 7443,
+    })
+    .to_string();
+    let request = requests::cluster_request(&config);
+
+    let state = runtime
+        .blocking(move |rt| rt.reconcile_cluster(PROVIDER, &request))
+        .await?;
+
+    assert!(state.ready);
+    let endpoint = state.control_plane_endpoint.expect("an endpoint");
+    assert_eq!((endpoint.host.as_str(), endpoint.port), ("127.0.0.1", 7443));
+    let domains: Vec<_> = state
+        .failure_domains
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(domains, ["zone-a", "zone-b"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_ids_are_derived_from_config_and_owned_by_scheme() -> Result<()> {
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    let config = config(&running.endpoint());
+    let state = reconcile(&runtime, &requests::reconcile_pool(&config, 1)).await?;
+    let instance = state.instances[0].clone();
+
+    let (derived, owned, foreign) = runtime
+        .blocking(move |rt| {
+            Ok((
+                rt.provider_id(PROVIDER, &config, &instance)?,
+                rt.owns(PROVIDER, &instance.provider_id)?,
+                rt.owns(PROVIDER, "aws:///us-east-1a/i-0123")?,
+            ))
+        })
+        .await?;
+
+    assert_eq!(derived, state.instances[0].provider_id);
+    assert!(owned);
+    assert!(!foreign);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_instances_register_ready_nodes_that_go_when_they_terminate() -> Result<()> {
+    let env = TestEnv::shared().await?;
+    let workload = env.workload().expect("a workload cluster").client()?;
+    let nodes: Api<Node> = Api::all(workload.clone());
+    let running = cloud(Settings {
+        nodes: Some(workload),
+        ..instant()
+    })
+    .await;
+    let runtime = runtime().await;
+    let config = serde_json::json!({
+        "endpoint": running.endpoint(),
+        "region": REGION,
+        "nodeLabels": {"tier": "web"},
+        "failureDomains": ["zone-a"],
+    })
+    .to_string();
+    let mut request = requests::reconcile_pool(&config, 2);
+    let two = reconcile(&runtime, &request).await?;
+
+    for instance in &two.instances {
+        let node =
+            tokio::time::timeout(WAIT, await_condition(nodes.clone(), &instance.id, is_ready))
+                .await??
+                .expect("the Node exists");
+        let spec = node.spec.unwrap_or_default();
+        assert_eq!(
+            spec.provider_id.as_deref(),
+            Some(instance.provider_id.as_str())
+        );
+        let labels = node.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get("tier").map(String::as_str), Some("web"));
+        assert_eq!(
+            labels
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            Some("zone-a")
+        );
+    }
+
+    request.instances = two.instances.clone();
+    request.replicas = 1;
+    reconcile(&runtime, &request).await?;
+    let removed = &two.instances[1];
+    assert_eq!(removed.request_token, Some(token(1)));
+    // Instance ids are never reused, so absence means this Node was deleted.
+    tokio::time::timeout(
+        WAIT,
+        await_condition(nodes.clone(), &removed.id, |node: Option<&Node>| {
+            node.is_none()
+        }),
+    )
+    .await??;
+    assert!(
+        nodes.get_opt(&two.instances[0].id).await?.is_some(),
+        "the remaining instance keeps its Node"
+    );
+    Ok(())
+}
+
+fn is_ready(node: Option<&Node>) -> bool {
+    node.and_then(|n| n.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
