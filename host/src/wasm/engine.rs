@@ -30,12 +30,7 @@ pub(crate) fn new(
         .max_memories_per_component(2)
         .total_tables(max_instances * 8)
         .max_tables_per_component(8)
-        .max_memory_size(max_memory_bytes)
-        // Reset the first pages of a reused slot with memset instead of
-        // madvise: the next call then takes no page faults on the stack and
-        // heap a small guest touches every time.
-        .linear_memory_keep_resident(1 << 20)
-        .table_keep_resident(64 << 10);
+        .max_memory_size(max_memory_bytes);
 
     let mut config = Config::new();
     config
