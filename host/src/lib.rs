@@ -6,6 +6,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cli;
+pub mod report;
 pub mod simcloud;
 pub mod wasm;
 

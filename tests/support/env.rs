@@ -68,7 +68,7 @@ impl TestEnv {
             .get_or_init(|| async {
                 Self::start(Options::default())
                     .await
-                    .map_err(|e| error_chain(&e))
+                    .map_err(|e| capwasm::report::error_chain(&e))
             })
             .await;
         env.as_ref()
@@ -164,15 +164,4 @@ impl TestEnv {
     pub fn run_dir(&self) -> PathBuf {
         self.etcd.run_dir().to_path_buf()
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }

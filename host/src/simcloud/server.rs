@@ -21,6 +21,7 @@ use super::cloud::SimCloud;
 use super::error::Error;
 use super::inventory::{Created, Refusal};
 use super::nodes;
+use crate::report::error_chain;
 
 /// How long a client is told to wait when the cloud is full: about as long
 /// as the guest waits between looks at a pool anyway.
@@ -241,19 +242,6 @@ impl IntoResponse for ApiError {
         };
         (self.status, self.headers, Json(body)).into_response()
     }
-}
-
-/// `error` and its sources, for a response body: the client has no other
-/// way to see the cause.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Reads the whole request body, up to `limit`, before anything answers:
