@@ -175,43 +175,38 @@ async fn a_digest_mismatch_is_refused_and_the_right_digest_accepted() -> Result<
     Ok(())
 }
 
+/// What is loaded, and which loading error it must give.
+type BadInput = (&'static str, ProviderSource, fn(&Error) -> bool);
+
 #[tokio::test]
 async fn bad_input_is_a_typed_error() -> Result<()> {
     let runtime = runtime(None);
-    let not_wasm = install(
-        &runtime,
-        "x",
-        ProviderSource::Bytes(b"#!/bin/sh\necho hi\n".to_vec()),
-    )
-    .await;
-    assert!(
-        matches!(not_wasm, Err(Error::NotAComponent)),
-        "{not_wasm:?}"
-    );
-    let core_module = install(
-        &runtime,
-        "x",
-        ProviderSource::Bytes(b"\0asm\x01\0\0\0".to_vec()),
-    )
-    .await;
-    assert!(
-        matches!(core_module, Err(Error::NotAComponent)),
-        "{core_module:?}"
-    );
-    let truncated = install(
-        &runtime,
-        "x",
-        ProviderSource::Bytes(bytes(KUBEADM)[..4096].to_vec()),
-    )
-    .await;
-    assert!(matches!(truncated, Err(Error::Compile(_))), "{truncated:?}");
-    let missing = install(
-        &runtime,
-        "x",
-        ProviderSource::File("/nonexistent/provider.wasm".into()),
-    )
-    .await;
-    assert!(matches!(missing, Err(Error::Read { .. })), "{missing:?}");
+    let cases: [BadInput; 4] = [
+        (
+            "a shell script",
+            ProviderSource::Bytes(b"#!/bin/sh\necho hi\n".to_vec()),
+            |e| matches!(e, Error::NotAComponent),
+        ),
+        (
+            "a core module",
+            ProviderSource::Bytes(b"\0asm\x01\0\0\0".to_vec()),
+            |e| matches!(e, Error::NotAComponent),
+        ),
+        (
+            "a truncated component",
+            ProviderSource::Bytes(bytes(KUBEADM)[..4096].to_vec()),
+            |e| matches!(e, Error::Compile(_)),
+        ),
+        (
+            "a missing file",
+            ProviderSource::File("/nonexistent/provider.wasm".into()),
+            |e| matches!(e, Error::Read { .. }),
+        ),
+    ];
+    for (what, source, expected) in cases {
+        let err = install(&runtime, "x", source).await.expect_err(what);
+        assert!(expected(&err), "{what}: {err:?}");
+    }
     let too_big = runtime
         .swap(
             "x",
