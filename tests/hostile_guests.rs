@@ -3,7 +3,7 @@
 //! provider keeps being served on another thread.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use capwasm::testing::requests;
@@ -84,31 +84,41 @@ fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metrics) {
 }
 
 /// Runs `hostile` while another thread keeps calling the well-behaved
-/// provider; returns its result and how many well-behaved calls succeeded
-/// meanwhile (every one must).
+/// provider: the other thread has been served before `hostile` starts, and
+/// must be served again after it ended. Every one of its calls must succeed.
+/// Returns `hostile`'s result and the well-behaved calls made.
 fn while_serving_others<R>(runtime: &Runtime, hostile: impl FnOnce() -> R) -> (R, u32) {
+    let served = Arc::new(AtomicU32::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let other = {
-        let (runtime, done) = (runtime.clone(), done.clone());
+        let (runtime, served, done) = (runtime.clone(), served.clone(), done.clone());
         std::thread::spawn(move || {
             let request = requests::generate(KUBEADM_JOIN_CONFIG);
-            let mut served = 0;
-            // At least one call even if the hostile one ends first.
-            loop {
+            while !done.load(Ordering::Relaxed) {
                 runtime
                     .generate(WELL_BEHAVED, &request)
                     .expect("the well-behaved provider is served");
-                served += 1;
-                if done.load(Ordering::Relaxed) {
-                    return served;
-                }
+                served.fetch_add(1, Ordering::Relaxed);
             }
         })
     };
+    let served_at_least = |n: u32| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while served.load(Ordering::Relaxed) < n {
+            assert!(!other.is_finished(), "the serving thread died");
+            assert!(
+                Instant::now() < deadline,
+                "no well-behaved call within 30 s"
+            );
+            std::thread::yield_now();
+        }
+    };
+    served_at_least(1);
     let result = hostile();
+    served_at_least(served.load(Ordering::Relaxed) + 1);
     done.store(true, Ordering::Relaxed);
-    let served = other.join().expect("the serving thread did not panic");
-    (result, served)
+    other.join().expect("the serving thread did not panic");
+    (result, served.load(Ordering::Relaxed))
 }
 
 fn generate_hostile(runtime: &Runtime, config: &str) -> (CallError, Duration, u32) {
@@ -143,7 +153,7 @@ mod infinite_loop {
             elapsed < limits().deadline + Duration::from_secs(2),
             "took {elapsed:?}"
         );
-        assert!(served > 0);
+        assert!(served >= 2, "served before and after: {served}");
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 1);
     }
 }
@@ -161,7 +171,7 @@ mod memory_bomb {
             matches!(err, CallError::MemoryLimit { limit_bytes, .. } if limit_bytes == 32 << 20),
             "{err}"
         );
-        assert!(served > 0);
+        assert!(served >= 2, "served before and after: {served}");
         assert_eq!(
             metrics.calls(HOSTILE, "bootstrap.generate", "memory_limit"),
             1
@@ -179,7 +189,7 @@ mod deep_recursion {
         let (runtime, _) = runtime_with(COVERS, Capabilities::default());
         let (err, _, served) = generate_hostile(&runtime, "{}");
         assert!(matches!(err, CallError::Trapped { .. }), "{err}");
-        assert!(served > 0);
+        assert!(served >= 2, "served before and after: {served}");
         // The runtime still serves the same provider's next call (and fails it the same way).
         let again = runtime.generate(HOSTILE, &requests::generate("{}"));
         assert!(matches!(again, Err(CallError::Trapped { .. })));
@@ -206,7 +216,7 @@ mod panic {
             stderr.contains("panicked"),
             "the guest's panic message is kept: {stderr:?}"
         );
-        assert!(served > 0);
+        assert!(served >= 2, "served before and after: {served}");
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "trap"), 1);
     }
 }
@@ -225,7 +235,7 @@ mod oversized_output {
             matches!(err, CallError::OutputTooLarge { size, limit_bytes, .. } if size >= 4 << 20 && limit_bytes == 1 << 20),
             "{err}"
         );
-        assert!(served > 0);
+        assert!(served >= 2, "served before and after: {served}");
         // Under the cap the same guest is served.
         let small = runtime.generate(HOSTILE, &requests::generate(r#"{"sizeBytes": 1024}"#));
         assert_eq!(small.map(|d| d.value.len()).ok(), Some(1024));
@@ -257,6 +267,6 @@ mod forbidden_http {
             panic!("expected the guest's own terminal error, got {err}");
         };
         assert_eq!(terminal.reason, "HttpRequestDenied", "{terminal:?}");
-        assert!(served > 0);
+        assert!(served >= 2, "served before and after: {served}");
     }
 }

@@ -49,6 +49,18 @@ fn with_custom_section(mut component: Vec<u8>, payload: &[u8]) -> Vec<u8> {
     component
 }
 
+/// A runtime serving kubeadm-bootstrap as `kubeadm`.
+async fn kubeadm_runtime() -> Result<Runtime, Error> {
+    let runtime = runtime(None);
+    install(
+        &runtime,
+        "kubeadm",
+        ProviderSource::File(guest_path(KUBEADM)),
+    )
+    .await?;
+    Ok(runtime)
+}
+
 async fn install(
     runtime: &Runtime,
     name: &str,
@@ -97,13 +109,7 @@ async fn kubeadm_bootstrap_generates_a_join_cloud_config() -> Result<()> {
 
 #[tokio::test]
 async fn invalid_config_is_reported_with_the_field_path() -> Result<()> {
-    let runtime = runtime(None);
-    install(
-        &runtime,
-        "kubeadm",
-        ProviderSource::File(guest_path(KUBEADM)),
-    )
-    .await?;
+    let runtime = kubeadm_runtime().await?;
     let config = KUBEADM_JOIN_CONFIG.replace("abcdef.0123456789abcdef", "not-a-token");
     let err = runtime
         .generate("kubeadm", &requests::generate(&config))
@@ -121,13 +127,7 @@ async fn invalid_config_is_reported_with_the_field_path() -> Result<()> {
 
 #[tokio::test]
 async fn a_missing_endpoint_asks_to_retry_later() -> Result<()> {
-    let runtime = runtime(None);
-    install(
-        &runtime,
-        "kubeadm",
-        ProviderSource::File(guest_path(KUBEADM)),
-    )
-    .await?;
+    let runtime = kubeadm_runtime().await?;
     let mut request = requests::generate(KUBEADM_JOIN_CONFIG);
     request.cluster.control_plane_endpoint = None;
     let err = runtime
