@@ -5,7 +5,9 @@
 // Input reaches every path of the operator: no unwrap, expect or panic on any of them.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod api;
 pub mod cli;
+pub mod controllers;
 pub mod report;
 pub mod simcloud;
 pub mod wasm;

@@ -2,6 +2,7 @@
 //! each changed by the test that needs something else.
 
 mod guests;
+pub mod objects;
 pub mod requests;
 
 pub use guests::{KUBEADM_JOIN_CONFIG, guest_path};

@@ -34,3 +34,9 @@ pub use runtime::{Runtime, RuntimeSettings};
 /// The WIT package version this host implements. Components built against
 /// another major (for 0.x: another minor) version are refused.
 pub const WIT_PACKAGE: &str = "capwasm:provider@0.1.0";
+
+/// `sha256:<hex>` of a component's bytes, as [`LoadedProvider::digest`] names it.
+pub fn digest_of(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}

@@ -1,0 +1,399 @@
+//! Condition types and reasons: a closed set, so every condition and Event
+//! capwasm writes uses upstream's CamelCase names and no string literal for
+//! them appears anywhere else.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The condition types capwasm writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    /// Summary of a provider object or ProviderModule.
+    Ready,
+    /// Summary of a Cluster or MachinePool (v1beta2).
+    Available,
+    /// The object or its Cluster is paused.
+    Paused,
+    /// The MachinePool's bootstrap config has produced its data Secret.
+    BootstrapConfigReady,
+    /// The infrastructure object is provisioned.
+    InfrastructureReady,
+    /// Every replica of a MachinePool has a Ready Node.
+    ReplicasReady,
+    /// The Cluster's control plane answers (its kubeconfig Secret works).
+    ControlPlaneInitialized,
+    /// The object is being deleted; the reason says what it waits for.
+    Deleting,
+}
+
+impl ConditionType {
+    /// The upstream name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "Ready",
+            Self::Available => "Available",
+            Self::Paused => "Paused",
+            Self::BootstrapConfigReady => "BootstrapConfigReady",
+            Self::InfrastructureReady => "InfrastructureReady",
+            Self::ReplicasReady => "ReplicasReady",
+            Self::ControlPlaneInitialized => "ControlPlaneInitialized",
+            Self::Deleting => "Deleting",
+        }
+    }
+}
+
+/// A condition's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// It does not.
+    False,
+    /// Not known yet.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// `True` for `true`, `False` for `false`.
+    pub fn from_bool(holds: bool) -> Self {
+        if holds { Self::True } else { Self::False }
+    }
+
+    /// The API string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+macro_rules! reasons {
+    ($($(#[doc = $doc:literal])* $name:ident,)*) => {
+        /// Reasons of conditions and Events, upstream's where upstream has one.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl Reason {
+            /// The CamelCase name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$name => stringify!($name),)*
+                }
+            }
+
+            /// The reason named `name`, if it is one of ours.
+            pub fn parse(name: &str) -> Option<Self> {
+                match name {
+                    $(stringify!($name) => Some(Self::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// The condition holds.
+    Ready,
+    /// The condition does not hold and nothing more specific is known.
+    NotReady,
+    /// Paused by `spec.paused` on the Cluster or the paused annotation.
+    Paused,
+    /// Not paused.
+    NotPaused,
+    /// The Cluster named by `spec.clusterName` does not exist.
+    ClusterNotFound,
+    /// A provider object has no Cluster API owner yet.
+    WaitingForOwner,
+    /// The owner an owner reference names does not exist.
+    OwnerNotFound,
+    /// A referenced object does not exist.
+    ReferenceNotFound,
+    /// A reference names a kind with no CRD, or a CRD without a contract label.
+    ReferenceInvalid,
+    /// A referenced object is controlled by another object.
+    ReferenceOwnedByOther,
+    /// The bootstrap config has not produced its data Secret yet.
+    WaitingForDataSecret,
+    /// The bootstrap data Secret exists.
+    DataSecretAvailable,
+    /// The user set `dataSecretName`; no bootstrap config is used.
+    DataSecretProvided,
+    /// The infrastructure object is not provisioned yet.
+    WaitingForInfrastructure,
+    /// The infrastructure object reported a terminal failure.
+    InfrastructureFailed,
+    /// The infrastructure object went away after it had been provisioned.
+    InfrastructureDeleted,
+    /// Fewer Nodes are Ready than the pool has replicas.
+    WaitingForReplicasReady,
+    /// The `<cluster>-kubeconfig` Secret does not exist.
+    KubeconfigSecretNotFound,
+    /// The `<cluster>-kubeconfig` Secret does not hold a usable kubeconfig.
+    KubeconfigInvalid,
+    /// The workload cluster's API server does not answer.
+    WorkloadClusterUnreachable,
+    /// The Cluster has no control-plane endpoint yet.
+    WaitingForControlPlaneEndpoint,
+    /// The pool has no bootstrap data yet.
+    WaitingForBootstrapData,
+    /// The pool's instances are being created or are booting.
+    WaitingForInstances,
+    /// The ProviderModule named by `spec.provider` does not exist.
+    ProviderNotFound,
+    /// The ProviderModule exists but has no loaded version.
+    ProviderNotReady,
+    /// The ProviderModule implements another world than this kind needs.
+    ProviderWorldMismatch,
+    /// `spec.config` does not satisfy the provider's schema.
+    InvalidConfig,
+    /// The ProviderModule's credentials Secret cannot be read.
+    CredentialsNotFound,
+    /// The provider asked to be called again later.
+    ProviderRetrying,
+    /// The provider reported a terminal failure.
+    ProviderFailed,
+    /// The provider's code trapped.
+    GuestTrapped,
+    /// The provider's code ran past its deadline.
+    GuestTimedOut,
+    /// The provider's code exceeded its memory limit.
+    GuestMemoryLimit,
+    /// The provider returned more than its output limit.
+    GuestOutputTooLarge,
+    /// The provider could not be instantiated.
+    GuestUnavailable,
+    /// A ProviderModule's code is being fetched, verified and compiled.
+    Loading,
+    /// A ProviderModule's code is in service.
+    Loaded,
+    /// A ProviderModule's code could not be fetched.
+    FetchFailed,
+    /// A ProviderModule's code does not have its pinned digest.
+    DigestMismatch,
+    /// A ProviderModule's code is not a usable component.
+    ModuleInvalid,
+    /// A newer version replaced the one in service.
+    Swapped,
+    /// Deletion waits for the MachinePools of the Cluster.
+    WaitingForWorkersDeletion,
+    /// Deletion waits for the bootstrap config and infrastructure objects.
+    WaitingForInfrastructureDeletion,
+    /// Deletion waits for the provider to remove what it provisioned.
+    WaitingForProviderDeletion,
+    /// Deletion waits for the pool's Nodes to be removed.
+    WaitingForNodeDeletion,
+    /// Deletion is complete.
+    DeletionCompleted,
+    /// Node references were set.
+    SuccessfulSetNodeRefs,
+    /// Node references could not be set.
+    FailedSetNodeRef,
+    /// Nodes that left the pool were deleted from the workload cluster.
+    NodesDeleted,
+    /// Bootstrap data was generated into its Secret.
+    DataSecretCreated,
+    /// The phase changed.
+    PhaseChanged,
+    /// A write to the API server failed.
+    ApiError,
+}
+
+impl Reason {
+    /// Whether an Event of this reason is a Warning: something a person may
+    /// have to act on, rather than progress.
+    pub fn is_warning(self) -> bool {
+        matches!(
+            self,
+            Self::ClusterNotFound
+                | Self::OwnerNotFound
+                | Self::ReferenceNotFound
+                | Self::ReferenceInvalid
+                | Self::ReferenceOwnedByOther
+                | Self::InfrastructureFailed
+                | Self::InfrastructureDeleted
+                | Self::KubeconfigSecretNotFound
+                | Self::KubeconfigInvalid
+                | Self::WorkloadClusterUnreachable
+                | Self::ProviderNotFound
+                | Self::ProviderNotReady
+                | Self::ProviderWorldMismatch
+                | Self::InvalidConfig
+                | Self::CredentialsNotFound
+                | Self::ProviderFailed
+                | Self::GuestTrapped
+                | Self::GuestTimedOut
+                | Self::GuestMemoryLimit
+                | Self::GuestOutputTooLarge
+                | Self::GuestUnavailable
+                | Self::FetchFailed
+                | Self::DigestMismatch
+                | Self::ModuleInvalid
+                | Self::FailedSetNodeRef
+                | Self::ApiError
+        )
+    }
+}
+
+/// What a controller wants a condition to say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Desired {
+    /// Which condition.
+    pub type_: ConditionType,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// Why, in one CamelCase word.
+    pub reason: Reason,
+    /// For people: what is going on and what to do.
+    pub message: String,
+}
+
+impl Desired {
+    /// A condition that holds.
+    pub fn holds(type_: ConditionType, reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            type_,
+            status: ConditionStatus::True,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A condition that does not hold.
+    pub fn fails(type_: ConditionType, reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            type_,
+            status: ConditionStatus::False,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The API caps a condition message at 32 KiB; keep well below, on a char boundary.
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// Sets `desired` in `conditions`: `lastTransitionTime` is `now` only when the
+/// status changes, and `observedGeneration` is the object's generation.
+pub fn set(conditions: &mut Vec<Condition>, desired: Desired, generation: Option<i64>, now: &Time) {
+    let Desired {
+        type_,
+        status,
+        reason,
+        mut message,
+    } = desired;
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    let condition = Condition {
+        type_: type_.as_str().to_owned(),
+        status: status.as_str().to_owned(),
+        reason: reason.as_str().to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time: now.clone(),
+    };
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) if existing.status == condition.status => {
+            let since = existing.last_transition_time.clone();
+            *existing = Condition {
+                last_transition_time: since,
+                ..condition
+            };
+        }
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// Removes a condition.
+pub fn remove(conditions: &mut Vec<Condition>, type_: ConditionType) {
+    conditions.retain(|c| c.type_ != type_.as_str());
+}
+
+/// The condition of `type_`, if set.
+pub fn get(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}
+
+/// Whether the condition of `type_` is set and `True`.
+pub fn is_true(conditions: &[Condition], type_: ConditionType) -> bool {
+    get(conditions, type_).is_some_and(|c| c.status == ConditionStatus::True.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap())
+    }
+
+    #[test]
+    fn set_keeps_transition_time_when_status_is_unchanged() {
+        let mut conditions = Vec::new();
+        let waiting = || Desired::fails(ConditionType::Ready, Reason::WaitingForOwner, "a");
+        set(&mut conditions, waiting(), Some(1), &at(10));
+        let mut later = waiting();
+        later.reason = Reason::ProviderNotReady;
+        later.message = "b".into();
+        set(&mut conditions, later, Some(2), &at(20));
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, at(10));
+        assert_eq!(conditions[0].reason, "ProviderNotReady");
+        assert_eq!(conditions[0].message, "b");
+        assert_eq!(conditions[0].observed_generation, Some(2));
+    }
+
+    #[test]
+    fn set_moves_transition_time_when_status_changes() {
+        let mut conditions = Vec::new();
+        set(
+            &mut conditions,
+            Desired::fails(ConditionType::Ready, Reason::NotReady, ""),
+            None,
+            &at(10),
+        );
+        set(
+            &mut conditions,
+            Desired::holds(ConditionType::Ready, Reason::Ready, ""),
+            None,
+            &at(20),
+        );
+        assert_eq!(conditions[0].last_transition_time, at(20));
+        assert!(is_true(&conditions, ConditionType::Ready));
+    }
+
+    #[test]
+    fn set_truncates_long_messages_on_a_char_boundary() {
+        let mut conditions = Vec::new();
+        let message = "é".repeat(MAX_MESSAGE_BYTES);
+        set(
+            &mut conditions,
+            Desired::fails(ConditionType::Ready, Reason::NotReady, message),
+            None,
+            &at(1),
+        );
+        assert!(conditions[0].message.len() <= MAX_MESSAGE_BYTES);
+        assert!(conditions[0].message.starts_with('é'));
+    }
+
+    #[test]
+    fn reason_names_are_their_identifiers() {
+        assert_eq!(
+            Reason::WaitingForDataSecret.as_str(),
+            "WaitingForDataSecret"
+        );
+        assert_eq!(
+            ConditionType::BootstrapConfigReady.as_str(),
+            "BootstrapConfigReady"
+        );
+    }
+}

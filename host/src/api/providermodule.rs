@@ -1,0 +1,218 @@
+//! `ProviderModule` (`runtime.capwasm.dev/v1alpha1`, cluster-scoped): where a
+//! provider component comes from, the digest it must have, the world it
+//! implements, its limits and the authority it is granted. Provider objects
+//! name it in `spec.provider`; changing it hot-swaps the code they run.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Field manager of the ProviderModule controller.
+pub const FIELD_MANAGER: &str = "capwasm-providermodule";
+
+/// ProviderModuleSpec: the component and what it may do.
+// kube's printcolumn(..) entries repeat the same keys by design.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "runtime.capwasm.dev",
+    version = "v1alpha1",
+    kind = "ProviderModule",
+    doc = "A provider component: where its code comes from, its digest, world, limits and capabilities.",
+    plural = "providermodules",
+    shortname = "pm",
+    category = "capwasm",
+    status = "ProviderModuleStatus",
+    printcolumn(
+        name = "World",
+        type_ = "string",
+        json_path = ".spec.world",
+        description = "The WIT world the component implements"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Loading, Ready or Failed"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.version",
+        description = "The version the provider reports"
+    ),
+    printcolumn(
+        name = "Digest",
+        type_ = "string",
+        json_path = ".status.activeDigest",
+        description = "Digest of the code in service",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderModuleSpec {
+    /// The WIT world the component implements: `bootstrap` or `infrastructure`.
+    pub world: ProviderWorld,
+
+    /// Where the component's bytes come from.
+    pub source: ModuleSource,
+
+    /// The component's sha256 digest (`sha256:<hex>` or `<hex>`). Bytes with
+    /// another digest are refused and the version in service stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(sha256:)?[a-fA-F0-9]{64}$"))]
+    pub sha256: Option<String>,
+
+    /// Bounds on each call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ModuleLimits>,
+
+    /// Authority beyond computing on its inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<ModuleCapabilities>,
+}
+
+/// The provider worlds of the WIT package `capwasm:provider`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum ProviderWorld {
+    /// `bootstrap-provider`: serves WasmBootstrapConfigs.
+    #[default]
+    Bootstrap,
+    /// `infrastructure-provider`: serves WasmMachinePools and WasmClusters.
+    Infrastructure,
+}
+
+/// Where a component comes from: exactly one of the fields.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.configMap) != has(self.file)", "message": "set exactly one of configMap and file"},
+]))]
+pub struct ModuleSource {
+    /// A key of a ConfigMap's `binaryData`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// A file on the operator's filesystem (a mounted volume, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSource>,
+}
+
+/// A component in a ConfigMap.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapSource {
+    /// The ConfigMap's namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The `binaryData` key holding the component; defaults to `component.wasm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: Option<String>,
+}
+
+/// A component file.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSource {
+    /// Absolute path on the operator's filesystem.
+    #[schemars(length(min = 2, max = 4096), regex(pattern = "^/"))]
+    pub path: String,
+}
+
+/// Per-call bounds; unset fields take the operator's defaults.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleLimits {
+    /// Linear memory an instance may grow to, in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub memory_mib: Option<u32>,
+    /// Wall-clock time a call may take, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 600_000))]
+    pub timeout_millis: Option<u32>,
+    /// Size of what a call may return, in KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub max_output_kib: Option<u32>,
+    /// Log lines a call may write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100_000))]
+    pub max_log_lines: Option<u32>,
+}
+
+/// What a provider may reach.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleCapabilities {
+    /// Hosts (`host` or `host:port`) outgoing HTTP may reach; none if empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 261)))]
+    pub allowed_hosts: Vec<String>,
+    /// A Secret whose entries the host hands to every call as credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<SecretReference>,
+}
+
+/// A Secret by namespace and name.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretReference {
+    /// Its namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// Its name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// ProviderModuleStatus: which code is in service and how the last load went.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderModuleStatus {
+    /// `Loading`, `Ready` (a version is in service and the last load succeeded) or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Why the last load failed, or what is in service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Digest of the code in service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_digest: Option<String>,
+    /// Digest of the code it replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_digest: Option<String>,
+    /// The name the provider reports of itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_name: Option<String>,
+    /// The version the provider reports of itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// How long the last successful load took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_time_millis: Option<u64>,
+    /// Whether it came from the precompiled cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_cache: Option<bool>,
+    /// When the code in service was loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_at: Option<Time>,
+    /// `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The generation last loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

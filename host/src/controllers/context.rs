@@ -1,0 +1,199 @@
+//! The one `Context` every reconcile gets: clients, the provider runtime,
+//! the Event recorder, metrics, backoff state and settings — built once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Client;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::{Cluster, MachinePool, Reason};
+use crate::wasm::{Limits, Runtime};
+
+use super::backoff::Backoff;
+use super::config::ConfigSchemas;
+use super::dynamic_watch::DynamicWatches;
+use super::error::{Error, Retry};
+use super::external::ExternalObjects;
+use super::metrics::Metrics;
+
+/// Settings fixed for the operator's life.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Limits of provider calls where a ProviderModule sets none.
+    pub default_limits: Limits,
+    /// First delay after a failed reconcile; it doubles per failure.
+    pub backoff_first: Duration,
+    /// Longest delay after failed reconciles.
+    pub backoff_max: Duration,
+    /// How long a controller waits for more changes to an object before reconciling it.
+    pub debounce: Duration,
+    /// The Event reporter's instance (the pod name, say).
+    pub instance: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            default_limits: Limits::default(),
+            backoff_first: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(300),
+            debounce: Duration::from_millis(100),
+            instance: None,
+        }
+    }
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    /// The management cluster.
+    pub client: Client,
+    /// The provider runtime.
+    pub runtime: Runtime,
+    /// Reconcile figures.
+    pub metrics: Metrics,
+    /// Settings.
+    pub settings: Settings,
+    /// Referenced objects of run-time kinds.
+    pub external: ExternalObjects,
+    /// Compiled provider config schemas.
+    pub schemas: ConfigSchemas,
+    /// Watches on the kinds MachinePools reference.
+    pub pool_watches: DynamicWatches<MachinePool>,
+    /// Watches on the kinds Clusters reference.
+    pub cluster_watches: DynamicWatches<Cluster>,
+    recorder: Recorder,
+    backoff: Backoff,
+}
+
+/// Streams of objects to reconcile that the `Context`'s parts produce.
+pub struct Triggers {
+    /// MachinePools owning a changed bootstrap or infrastructure object.
+    pub pools: Box<dyn Stream<Item = ObjectRef<MachinePool>> + Send + Unpin>,
+    /// Clusters owning a changed infrastructure object.
+    pub clusters: Box<dyn Stream<Item = ObjectRef<Cluster>> + Send + Unpin>,
+}
+
+impl Context {
+    /// Builds the context; the triggers go to the controllers.
+    pub fn new(
+        client: Client,
+        runtime: Runtime,
+        metrics: Metrics,
+        settings: Settings,
+    ) -> (Arc<Self>, Triggers) {
+        let (pool_watches, pools) = DynamicWatches::new(client.clone());
+        let (cluster_watches, clusters) = DynamicWatches::new(client.clone());
+        let reporter = Reporter {
+            controller: "capwasm".into(),
+            instance: settings.instance.clone(),
+        };
+        let context = Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            external: ExternalObjects::new(client.clone()),
+            schemas: ConfigSchemas::default(),
+            backoff: Backoff::new(settings.backoff_first, settings.backoff_max),
+            client,
+            runtime,
+            metrics,
+            settings,
+            pool_watches,
+            cluster_watches,
+        };
+        let triggers = Triggers {
+            pools: Box::new(Box::pin(pools)),
+            clusters: Box::new(Box::pin(clusters)),
+        };
+        (Arc::new(context), triggers)
+    }
+
+    /// Publishes an Event about `object`: a Warning for reasons a person may
+    /// have to act on, Normal otherwise. A failure to publish is logged only.
+    pub async fn publish(&self, object: &ObjectReference, reason: Reason, note: impl Into<String>) {
+        let event = Event {
+            type_: if reason.is_warning() {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.as_str().into(),
+            note: Some(truncate(note.into(), 1000)),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, object).await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                reason = reason.as_str(),
+                "cannot publish an Event"
+            );
+        }
+    }
+
+    /// One Event per condition whose status or reason changed from `before`
+    /// to `after` (named after the new reason, its message as the note).
+    pub async fn announce(
+        &self,
+        object: &ObjectReference,
+        before: &[Condition],
+        after: &[Condition],
+    ) {
+        for condition in after {
+            let unchanged = before.iter().any(|b| {
+                b.type_ == condition.type_
+                    && b.status == condition.status
+                    && b.reason == condition.reason
+            });
+            if unchanged {
+                continue;
+            }
+            if let Some(reason) = Reason::parse(&condition.reason) {
+                self.publish(
+                    object,
+                    reason,
+                    format!("{}: {}", condition.type_, condition.message),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// What `error_policy` does: count the failure, then come back as the
+    /// error asks — after the object's next backoff delay, after a
+    /// provider's retry-after, or on the next change.
+    pub fn error_action(&self, controller: &'static str, uid: &str, error: &Error) -> Action {
+        self.metrics.failure(controller, error.metric_label());
+        tracing::warn!(
+            controller,
+            error = error as &dyn std::error::Error,
+            "reconcile failed"
+        );
+        match error.retry() {
+            Retry::Backoff => Action::requeue(self.backoff.next(uid)),
+            Retry::After(delay) => Action::requeue(delay),
+            Retry::OnChange => Action::requeue(super::outcome::RESYNC),
+        }
+    }
+
+    /// Forgets an object's failures after a reconcile without error.
+    pub fn succeeded(&self, uid: &str) {
+        self.backoff.reset(uid);
+    }
+}
+
+/// `text` cut to at most `max` bytes on a char boundary.
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}

@@ -1,0 +1,148 @@
+//! Errors of the controllers: each variant names the step that failed and
+//! holds its typed cause; each maps to a condition reason, a bounded metric
+//! label and a retry policy.
+
+use std::time::Duration;
+
+use crate::api::Reason;
+use crate::wasm::CallError;
+use crate::wasm::types::ProviderError;
+
+use super::external::ReferenceError;
+
+/// How to come back after a failed reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Exponential backoff per object.
+    Backoff,
+    /// After this long (a provider asked for it).
+    After(Duration),
+    /// Not before something changes (a watch event, or the periodic resync).
+    OnChange,
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading an object failed.
+    #[error("cannot read {kind} {name:?}")]
+    Get {
+        /// Its kind.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing an object (or its status) failed.
+    #[error("cannot write {what} of {name:?}")]
+    Write {
+        /// What was written: `status`, `metadata`, `Secret`, ...
+        what: &'static str,
+        /// The object's name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Cluster an object belongs to does not exist.
+    #[error("Cluster {0:?} does not exist")]
+    ClusterNotFound(String),
+    /// A referenced object could not be resolved or updated.
+    #[error("reference to {reference} cannot be used")]
+    Reference {
+        /// The reference.
+        reference: String,
+        /// Why.
+        #[source]
+        source: ReferenceError,
+    },
+    /// A bootstrap config says it is ready but names no data Secret.
+    #[error("{0} is ready but has no status.dataSecretName")]
+    DataSecretNameMissing(String),
+    /// The infrastructure object went away after it had been provisioned.
+    #[error("{0} was deleted after it had been provisioned")]
+    InfrastructureDeleted(String),
+    /// Adding or removing a finalizer, or the step it guards, failed.
+    #[error("finalizer step failed")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// A call into a provider failed.
+    #[error("provider call failed")]
+    Guest(#[source] CallError),
+}
+
+impl Error {
+    /// The condition and Event reason this error shows as.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Get { .. } | Self::Write { .. } => Reason::ApiError,
+            Self::ClusterNotFound(_) => Reason::ClusterNotFound,
+            Self::Reference { source, .. } => source.reason(),
+            Self::DataSecretNameMissing(_) => Reason::WaitingForDataSecret,
+            Self::InfrastructureDeleted(_) => Reason::InfrastructureDeleted,
+            Self::Guest(e) => guest_reason(e),
+            Self::Finalizer(e) => match &**e {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),
+                _ => Reason::ApiError,
+            },
+        }
+    }
+
+    /// A label from a closed set, for the failure counter.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Get { .. } => "get",
+            Self::Write { .. } => "write",
+            Self::ClusterNotFound(_) => "cluster_not_found",
+            Self::Reference { .. } => "reference",
+            Self::DataSecretNameMissing(_) => "data_secret_name_missing",
+            Self::InfrastructureDeleted(_) => "infrastructure_deleted",
+            Self::Guest(e) => e.outcome(),
+            Self::Finalizer(e) => match &**e {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.metric_label(),
+                _ => "finalizer",
+            },
+        }
+    }
+
+    /// How to come back.
+    pub fn retry(&self) -> Retry {
+        match self {
+            Self::Guest(CallError::Provider { error, .. }) => match error {
+                ProviderError::RetryAfter(r) => {
+                    Retry::After(Duration::from_secs(u64::from(r.seconds.max(1))))
+                }
+                // Calling again gives the same answer until the object or its config changes.
+                ProviderError::Terminal(_) | ProviderError::InvalidConfig(_) => Retry::OnChange,
+            },
+            // The ProviderModule watch brings the object back when a version is loaded.
+            Self::Guest(CallError::NotLoaded(_) | CallError::WrongWorld { .. }) => Retry::OnChange,
+            Self::Finalizer(e) => match &**e {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.retry(),
+                _ => Retry::Backoff,
+            },
+            _ => Retry::Backoff,
+        }
+    }
+}
+
+/// The reason a failed guest call shows as.
+pub fn guest_reason(error: &CallError) -> Reason {
+    match error {
+        CallError::NotLoaded(_) | CallError::WrongWorld { .. } => Reason::ProviderNotReady,
+        CallError::Trapped { .. } => Reason::GuestTrapped,
+        CallError::DeadlineExceeded { .. } => Reason::GuestTimedOut,
+        CallError::MemoryLimit { .. } => Reason::GuestMemoryLimit,
+        CallError::OutputTooLarge { .. } => Reason::GuestOutputTooLarge,
+        CallError::Instantiate { .. } | CallError::Join(_) => Reason::GuestUnavailable,
+        CallError::Provider { error, .. } => match error {
+            ProviderError::RetryAfter(_) => Reason::ProviderRetrying,
+            ProviderError::Terminal(_) => Reason::ProviderFailed,
+            ProviderError::InvalidConfig(_) => Reason::InvalidConfig,
+        },
+    }
+}

@@ -1,0 +1,156 @@
+//! Writes, the same way everywhere: server-side apply of only the fields a
+//! controller owns, never a read-modify-write of a whole object. Callers skip
+//! a write when nothing changed.
+//!
+//! An apply removes the fields its manager applied before and omits now, so
+//! each set of fields a controller applies on its own (status, metadata,
+//! spec) has its own manager: `<manager>` for status, `<manager>-<set>` for
+//! the others. Applying one set never drops another.
+
+use std::fmt::Debug;
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, Resource, ResourceExt as _};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::context::Context;
+use super::error::Error;
+
+/// Applies `status` as `object`'s status.
+pub async fn status<K, S>(
+    ctx: &Context,
+    controller: &'static str,
+    manager: &str,
+    object: &K,
+    status: &S,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+    S: Serialize,
+{
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    let name = object.name_any();
+    K::api(ctx.client.clone(), object)
+        .patch_status(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|source| Error::Write {
+            what: "status",
+            name,
+            source,
+        })?;
+    ctx.metrics.write(controller, "status");
+    Ok(())
+}
+
+/// Applies `fields` (a JSON object holding the `what` part: `metadata` or
+/// `spec`) to `object`, as manager `<manager>-<what>`.
+pub async fn fields<K>(
+    ctx: &Context,
+    controller: &'static str,
+    manager: &str,
+    object: &K,
+    what: &'static str,
+    mut fields: serde_json::Value,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+{
+    let name = object.name_any();
+    if let Some(map) = fields.as_object_mut() {
+        map.insert("apiVersion".into(), K::api_version(&()).into());
+        map.insert("kind".into(), K::kind(&()).into());
+        map.entry("metadata")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|m| m.insert("name".into(), name.clone().into()));
+    }
+    let manager = format!("{manager}-{what}");
+    K::api(ctx.client.clone(), object)
+        .patch(
+            &name,
+            &PatchParams::apply(&manager).force(),
+            &Patch::Apply(&fields),
+        )
+        .await
+        .map_err(|source| Error::Write { what, name, source })?;
+    ctx.metrics.write(controller, what);
+    Ok(())
+}
+
+/// Removes `finalizer` from `object`, failing (409) if the object changed
+/// since it was read, so no other controller's finalizer is ever dropped.
+pub async fn remove_finalizer<K>(
+    ctx: &Context,
+    controller: &'static str,
+    object: &K,
+    finalizer: &str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+{
+    if !object.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let remaining: Vec<&String> = object
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .collect();
+    let patch = json!({
+        "metadata": {
+            "finalizers": remaining,
+            "resourceVersion": object.resource_version(),
+        }
+    });
+    let name = object.name_any();
+    K::api(ctx.client.clone(), object)
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| Error::Write {
+            what: "finalizers",
+            name,
+            source,
+        })?;
+    ctx.metrics.write(controller, "finalizers");
+    Ok(())
+}
+
+/// How to reach an object of a kind: in its namespace, or cluster-wide.
+pub trait Scoped: Resource + Sized {
+    /// The `Api` that reaches `object`.
+    fn api(client: Client, object: &Self) -> Api<Self>;
+}
+
+macro_rules! namespaced {
+    ($($kind:ty),*) => {$(
+        impl Scoped for $kind {
+            fn api(client: Client, object: &Self) -> Api<Self> {
+                Api::namespaced(client, &object.namespace().unwrap_or_default())
+            }
+        }
+    )*};
+}
+
+namespaced!(
+    crate::api::Cluster,
+    crate::api::MachinePool,
+    crate::api::WasmBootstrapConfig,
+    crate::api::WasmMachinePool,
+    crate::api::WasmCluster
+);
+
+impl Scoped for crate::api::ProviderModule {
+    fn api(client: Client, _: &Self) -> Api<Self> {
+        Api::all(client)
+    }
+}

@@ -1,0 +1,132 @@
+//! The CRDs in `crds/`, installed in a real API server, enforce what upstream's
+//! webhooks enforce wherever a CRD can say it (CEL rules, defaults, subresources).
+
+use capwasm::api::providermodule::{ConfigMapSource, ProviderWorld};
+use capwasm::api::{MachinePool, ProviderModule};
+use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+use testenv::TestEnv;
+
+/// The MachinePools of a new namespace, and its name.
+async fn pools() -> (Api<MachinePool>, String) {
+    let env = TestEnv::shared().await.unwrap();
+    let ns = env
+        .management()
+        .create_namespace("validation")
+        .await
+        .unwrap();
+    (Api::namespaced(env.management().client().unwrap(), &ns), ns)
+}
+
+fn rejection(result: Result<impl std::fmt::Debug, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            status.message
+        }
+        other => panic!("expected a 422 rejection, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn machinepool_replicas_and_node_deletion_timeout_are_defaulted() {
+    let (api, ns) = pools().await;
+    let pool = MachinePoolBuilder::new(&ns, "defaults", "c")
+        .no_replicas()
+        .build();
+    let created = api.create(&PostParams::default(), &pool).await.unwrap();
+    assert_eq!(created.spec.replicas, Some(1));
+    let deletion = created.spec.template.spec.deletion.unwrap();
+    assert_eq!(deletion.node_deletion_timeout_seconds, Some(10));
+}
+
+#[tokio::test]
+async fn machinepool_with_another_template_cluster_name_is_rejected() {
+    let (api, ns) = pools().await;
+    let pool = MachinePoolBuilder::new(&ns, "mismatch", "c")
+        .template_cluster("d")
+        .build();
+    let message = rejection(api.create(&PostParams::default(), &pool).await);
+    assert!(
+        message.contains("spec.template.spec.clusterName must equal spec.clusterName"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn machinepool_without_bootstrap_source_is_rejected() {
+    let (api, ns) = pools().await;
+    let pool = MachinePoolBuilder::new(&ns, "no-bootstrap", "c")
+        .no_bootstrap()
+        .build();
+    let message = rejection(api.create(&PostParams::default(), &pool).await);
+    assert!(
+        message.contains("expected either configRef or dataSecretName"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn machinepool_cluster_name_is_immutable() {
+    let (api, ns) = pools().await;
+    let pool = MachinePoolBuilder::new(&ns, "immutable", "c").build();
+    api.create(&PostParams::default(), &pool).await.unwrap();
+    let change = json!({"spec": {"clusterName": "d", "template": {"spec": {"clusterName": "d"}}}});
+    let message = rejection(
+        api.patch("immutable", &PatchParams::default(), &Patch::Merge(change))
+            .await,
+    );
+    assert!(message.contains("clusterName is immutable"), "{message}");
+}
+
+#[tokio::test]
+async fn machinepool_negative_replicas_are_rejected() {
+    let (api, ns) = pools().await;
+    let pool = MachinePoolBuilder::new(&ns, "negative", "c")
+        .replicas(-1)
+        .build();
+    let message = rejection(api.create(&PostParams::default(), &pool).await);
+    assert!(message.contains("spec.replicas"), "{message}");
+}
+
+#[tokio::test]
+async fn machinepool_scales_through_the_scale_subresource() {
+    let (api, ns) = pools().await;
+    let pool = MachinePoolBuilder::new(&ns, "scaled", "c")
+        .replicas(3)
+        .build();
+    api.create(&PostParams::default(), &pool).await.unwrap();
+    let patch = json!({"spec": {"replicas": 5}});
+    let scale = api
+        .patch_scale("scaled", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(5));
+    assert_eq!(api.get("scaled").await.unwrap().spec.replicas, Some(5));
+}
+
+#[tokio::test]
+async fn provider_module_needs_exactly_one_source() {
+    let env = TestEnv::shared().await.unwrap();
+    let api: Api<ProviderModule> = Api::all(env.management().client().unwrap());
+    let mut module =
+        ProviderModuleBuilder::file("two-sources", ProviderWorld::Bootstrap, "/x.wasm").build();
+    module.spec.source.config_map = Some(ConfigMapSource {
+        namespace: "default".into(),
+        name: "m".into(),
+        key: None,
+    });
+    let message = rejection(api.create(&PostParams::default(), &module).await);
+    assert!(
+        message.contains("set exactly one of configMap and file"),
+        "{message}"
+    );
+
+    let bad_digest = ProviderModuleBuilder::file("bad-digest", ProviderWorld::Bootstrap, "/x.wasm")
+        .sha256("abc")
+        .build();
+    let message = rejection(api.create(&PostParams::default(), &bad_digest).await);
+    assert!(message.contains("spec.sha256"), "{message}");
+}
