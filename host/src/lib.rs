@@ -9,6 +9,7 @@ pub mod cli;
 pub mod report;
 pub mod simcloud;
 pub mod wasm;
+pub mod workload;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
