@@ -127,8 +127,8 @@ pub enum InvalidKubeconfig {
     },
     /// A user runs an exec credential plugin.
     #[error(
-        "user {user:?} uses an exec credential plugin, which is refused: it would run a \
-         command named by whoever can write the Secret inside the operator"
+        "user {user:?} uses an exec credential plugin, which is refused: it would let \
+         whoever can write the Secret run a command inside the operator"
     )]
     ExecPlugin {
         /// The `users[].name`.
