@@ -443,3 +443,23 @@ async fn forget_stops_the_watch() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn dropping_workload_clusters_stops_watches_and_ends_event_stream() -> Result<()> {
+    let s = setup("wl-drop").await?;
+    s.point_at(s.shared_workload()?).await?;
+    s.workload.nodes(&s.cluster).await?;
+    let Setup {
+        workload, events, ..
+    } = s;
+
+    drop(workload);
+
+    // Every watch task holds a sender: the stream ends only once all stopped.
+    let ended = tokio::time::timeout(WAIT, events.count()).await;
+    assert!(
+        ended.is_ok(),
+        "the event stream did not end within {WAIT:?}"
+    );
+    Ok(())
+}
