@@ -11,6 +11,7 @@ pub mod controllers;
 pub mod report;
 pub mod simcloud;
 pub mod wasm;
+pub mod workload;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
