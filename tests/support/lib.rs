@@ -18,9 +18,11 @@ mod crds;
 mod env;
 mod error;
 mod etcd;
+pub mod flows;
 mod ports;
 mod process;
 mod rundir;
+mod stack;
 
 pub use apiserver::ApiServer;
 pub use binaries::Binaries;
@@ -30,6 +32,7 @@ pub use crds::install_crds;
 pub use env::{Options, TestEnv};
 pub use error::Error;
 pub use process::is_running;
+pub use stack::Stack;
 
 /// The harness's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

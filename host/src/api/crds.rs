@@ -65,6 +65,13 @@ mod tests {
     }
 
     #[test]
+    fn provider_id_lists_use_the_contract_field_name() {
+        let schema = serde_json::to_string(&all()).unwrap();
+        assert!(schema.contains("\"providerIDList\""));
+        assert!(!schema.contains("providerIdList"));
+    }
+
+    #[test]
     fn machinepool_crd_has_scale_and_status_subresources() {
         let crd = MachinePool::crd();
         let subresources = crd.spec.versions[0]

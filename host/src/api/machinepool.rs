@@ -114,7 +114,11 @@ pub struct MachinePoolSpec {
 
     /// The providerIDs of the pool's machines, copied from the
     /// infrastructure object by the MachinePool controller.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "providerIDList",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     #[schemars(length(max = 10000), inner(length(min = 1, max = 512)))]
     pub provider_id_list: Vec<String>,
 

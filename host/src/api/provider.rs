@@ -167,7 +167,11 @@ pub struct WasmMachinePoolSpec {
     #[schemars(schema_with = "free_form_object")]
     pub config: Option<serde_json::Value>,
     /// The providerIDs of the pool's instances (infrastructure contract).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "providerIDList",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     #[schemars(length(max = 10000), inner(length(min = 1, max = 512)))]
     pub provider_id_list: Vec<String>,
 }

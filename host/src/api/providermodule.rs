@@ -135,7 +135,7 @@ pub struct FileSource {
 #[serde(rename_all = "camelCase")]
 pub struct ModuleLimits {
     /// Linear memory an instance may grow to, in MiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4096))]
     pub memory_mib: Option<u32>,
     /// Wall-clock time a call may take, in milliseconds.
@@ -143,7 +143,11 @@ pub struct ModuleLimits {
     #[schemars(range(min = 10, max = 600_000))]
     pub timeout_millis: Option<u32>,
     /// Size of what a call may return, in KiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxOutputKiB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1, max = 65536))]
     pub max_output_kib: Option<u32>,
     /// Log lines a call may write.

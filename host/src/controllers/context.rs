@@ -14,6 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{Cluster, MachinePool, Reason};
 use crate::wasm::{Limits, Runtime};
+use crate::workload::WorkloadClusters;
 
 use super::backoff::Backoff;
 use super::config::ConfigSchemas;
@@ -67,6 +68,8 @@ pub struct Context {
     pub pool_watches: DynamicWatches<MachinePool>,
     /// Watches on the kinds Clusters reference.
     pub cluster_watches: DynamicWatches<Cluster>,
+    /// Clients and Node caches of workload clusters.
+    pub workload: WorkloadClusters,
     recorder: Recorder,
     backoff: Backoff,
 }
@@ -84,6 +87,7 @@ impl Context {
     pub fn new(
         client: Client,
         runtime: Runtime,
+        workload: WorkloadClusters,
         metrics: Metrics,
         settings: Settings,
     ) -> (Arc<Self>, Triggers) {
@@ -104,6 +108,7 @@ impl Context {
             settings,
             pool_watches,
             cluster_watches,
+            workload,
         };
         let triggers = Triggers {
             pools: Box::new(Box::pin(pools)),

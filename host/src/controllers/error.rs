@@ -67,6 +67,9 @@ pub enum Error {
     /// Adding or removing a finalizer, or the step it guards, failed.
     #[error("finalizer step failed")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// The workload cluster cannot be used.
+    #[error("workload cluster {0} cannot be used")]
+    Workload(String, #[source] crate::workload::Error),
     /// A call into a provider failed.
     #[error("provider call failed")]
     Guest(#[source] CallError),
@@ -82,6 +85,11 @@ impl Error {
             Self::DataSecretNameMissing(_) => Reason::WaitingForDataSecret,
             Self::InfrastructureDeleted(_) => Reason::InfrastructureDeleted,
             Self::Guest(e) => guest_reason(e),
+            Self::Workload(_, e) => match e.reason() {
+                "KubeconfigSecretNotFound" => Reason::KubeconfigSecretNotFound,
+                "KubeconfigInvalid" => Reason::KubeconfigInvalid,
+                _ => Reason::WorkloadClusterUnreachable,
+            },
             Self::Finalizer(e) => match &**e {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),
@@ -100,6 +108,7 @@ impl Error {
             Self::DataSecretNameMissing(_) => "data_secret_name_missing",
             Self::InfrastructureDeleted(_) => "infrastructure_deleted",
             Self::Guest(e) => e.outcome(),
+            Self::Workload(_, e) => e.metric_label(),
             Self::Finalizer(e) => match &**e {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.metric_label(),

@@ -11,6 +11,7 @@ mod dynamic_watch;
 pub mod error;
 pub mod external;
 pub mod infrastructure;
+pub mod machinepool;
 pub mod metrics;
 pub mod outcome;
 pub mod provider;
@@ -41,6 +42,7 @@ pub enum Controllers {
 pub async fn run(
     ctx: Arc<Context>,
     triggers: Triggers,
+    nodes: impl futures::Stream<Item = crate::workload::NodeEvent> + Send + 'static,
     which: Controllers,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -56,8 +58,13 @@ pub async fn run(
             providers.await;
         }
         Controllers::All => {
-            let Triggers { clusters, .. } = triggers;
-            futures::future::join(providers, cluster::run(ctx, clusters, shutdown)).await;
+            let Triggers { clusters, pools } = triggers;
+            futures::future::join3(
+                providers,
+                cluster::run(ctx.clone(), clusters, shutdown.clone()),
+                machinepool::run(ctx, pools, nodes, shutdown),
+            )
+            .await;
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::wasm::types::{self, ProviderError};
 use crate::wasm::{CallError, LoadedProvider};
 
 use super::context::Context;
-use super::error::{Error, Retry};
+use super::error::Error;
 use super::outcome::Wait;
 
 /// A provider ready to be called for one object.
@@ -294,18 +294,21 @@ pub fn report(status: &mut ProviderStatus, generation: Option<i64>, result: Resu
     }
 }
 
-/// The action after a step that ended without error.
+/// The action after a step that ended without error: the soonest of what
+/// the step waits for and the provider's own requeue.
 pub fn action(
     result: &Step,
     requeue: Option<std::time::Duration>,
 ) -> kube::runtime::controller::Action {
     use super::outcome::{Outcome, action};
-    match result {
-        Step::Wait(wait) => action(&[Outcome::Wait(wait.clone())]),
-        Step::Paused(_) | Step::Done(..) => {
-            action(&[requeue.map_or(Outcome::Continue, Outcome::RequeueAfter)])
-        }
-    }
+    let step = match result {
+        Step::Wait(wait) => Outcome::Wait(wait.clone()),
+        Step::Paused(_) | Step::Done(..) => Outcome::Continue,
+    };
+    action(&[
+        step,
+        requeue.map_or(Outcome::Continue, Outcome::RequeueAfter),
+    ])
 }
 
 /// A provider's terminal reason as a CamelCase token (it is guest input).
@@ -320,9 +323,4 @@ fn failure_reason(reason: &str) -> String {
     } else {
         token
     }
-}
-
-/// Whether an error is one whose retry waits for a change (a terminal provider error, say).
-pub fn waits_for_change(error: &Error) -> bool {
-    error.retry() == Retry::OnChange
 }

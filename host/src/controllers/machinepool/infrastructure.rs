@@ -1,0 +1,124 @@
+//! The infrastructure phase: adopt the infrastructure pool object, follow
+//! its readiness and failure, and copy its providerID list and replica count.
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::scope::Scope;
+use crate::api::cluster::FailureFields;
+use crate::api::conditions::Desired;
+use crate::api::{ConditionStatus, ConditionType, ContractVersionedObjectReference, Reason};
+use crate::controllers::context::Context;
+use crate::controllers::error::Error;
+use crate::controllers::external::{self, ReferenceError};
+use crate::controllers::outcome::{Outcome, Wait};
+
+pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error> {
+    let reference = scope.pool.spec.template.spec.infrastructure_ref.clone();
+    let was_provisioned = scope
+        .status
+        .initialization
+        .as_ref()
+        .and_then(|i| i.infrastructure_provisioned)
+        == Some(true);
+    let (resolved, object) = match scope.adopted(ctx, &reference).await {
+        Ok(found) => found,
+        Err(Error::Reference {
+            source: ReferenceError::NotFound { .. },
+            ..
+        }) if was_provisioned => {
+            scope.v1beta1().failure = FailureFields {
+                failure_reason: Some("InvalidConfiguration".into()),
+                failure_message: Some(format!(
+                    "MachinePool infrastructure resource {reference} has been deleted after being ready"
+                )),
+            };
+            let error = Error::InfrastructureDeleted(reference.to_string());
+            return Err(scope.failed(ConditionType::InfrastructureReady, error));
+        }
+        Err(error) => return Err(scope.failed(ConditionType::InfrastructureReady, error)),
+    };
+    if object.metadata.deletion_timestamp.is_some() {
+        return Ok(Outcome::Continue);
+    }
+    // Failures are mirrored while the infrastructure reports them, and
+    // cleared when it recovers (upstream keeps them for ever, issue #7332).
+    scope.v1beta1().failure = match external::failure(&object) {
+        Some((reason, message)) => FailureFields {
+            failure_reason: Some(reason),
+            failure_message: Some(format!(
+                "Failure detected from referenced resource {} with name {:?}: {message}",
+                resolved.resource.api_version, reference.name
+            )),
+        },
+        None => FailureFields::default(),
+    };
+    let ready = external::contract_flag(&object, resolved.contract, "provisioned", "ready");
+    scope.infrastructure_ready = ready;
+    let mirrored = external::ready_condition(&object);
+    scope.set(Desired {
+        type_: ConditionType::InfrastructureReady,
+        status: ConditionStatus::from_bool(ready),
+        reason: if ready {
+            Reason::Ready
+        } else {
+            Reason::WaitingForInfrastructure
+        },
+        message: mirrored
+            .map(|c| c.message)
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| {
+                format!(
+                    "{reference} is {}provisioned",
+                    if ready { "" } else { "not yet " }
+                )
+            }),
+    });
+    if !ready {
+        return Ok(Outcome::Wait(Wait::on_change(
+            Reason::WaitingForInfrastructure,
+            format!("waiting for {reference} to be provisioned"),
+        )));
+    }
+    Ok(copy_provider_ids(scope, &object, &reference))
+}
+
+/// Copies the object's `status.replicas`, and its `spec.providerIDList`
+/// once it lists the replicas it reports.
+fn copy_provider_ids(
+    scope: &mut Scope<'_>,
+    object: &DynamicObject,
+    reference: &ContractVersionedObjectReference,
+) -> Outcome {
+    let provider_ids: Vec<String> = external::spec_field(object, &["providerIDList"])
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let replicas = external::status_field(object, &["replicas"])
+        .and_then(Value::as_i64)
+        .and_then(|r| i32::try_from(r).ok());
+    if let Some(replicas) = replicas {
+        scope.status.replicas = Some(replicas);
+    }
+    if provider_ids.is_empty() && replicas.unwrap_or(0) != 0 {
+        return Outcome::Wait(Wait::on_change(
+            Reason::WaitingForInfrastructure,
+            format!("{reference} reports replicas but no providerIDList yet"),
+        ));
+    }
+    if provider_ids != scope.pool.spec.provider_id_list {
+        // A new list: Node references are recomputed from scratch.
+        let replicas = scope.status.replicas.unwrap_or(0);
+        let v1beta1 = scope.v1beta1();
+        v1beta1.ready_replicas = Some(0);
+        v1beta1.available_replicas = Some(0);
+        v1beta1.unavailable_replicas = Some(replicas);
+        scope.provider_id_list = Some(provider_ids);
+    }
+    Outcome::Continue
+}

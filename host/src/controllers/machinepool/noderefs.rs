@@ -1,0 +1,236 @@
+//! The node phase: find the pool's Nodes in the workload cluster by exact
+//! providerID, set `nodeRefs` and the ready / available counts, delete the
+//! Nodes that left the pool, and mark the pool's Nodes as Cluster API's.
+//! Node changes arrive through the workload Node watch; nothing polls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Resource as _, ResourceExt as _};
+
+use super::CONTROLLER;
+use super::scope::Scope;
+use super::status::{self, Matched};
+use crate::api::conditions::{self, Desired};
+use crate::api::{ConditionType, Reason};
+use crate::controllers::context::Context;
+use crate::controllers::error::Error;
+use crate::controllers::outcome::{Outcome, Wait};
+use crate::workload::{ClusterKey, Nodes};
+
+pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error> {
+    if !scope.infrastructure_ready {
+        return Ok(Outcome::Continue);
+    }
+    let nodes = match workload_nodes(scope, ctx).await? {
+        Ok(nodes) => nodes,
+        Err(wait) => return Ok(Outcome::Wait(wait)),
+    };
+    let refs = scope.status.node_refs.clone();
+    let replicas = scope.status.replicas.unwrap_or(0);
+    let ready_before = scope
+        .status
+        .deprecated
+        .as_ref()
+        .and_then(|d| d.v1beta1.as_ref())
+        .and_then(|v| v.ready_replicas)
+        .unwrap_or(0);
+    // Steady state: nothing to recompute while every reference still names
+    // the same Node (a Node recreated under its name gets a new UID).
+    if scope.provider_id_list.is_none()
+        && replicas == ready_before
+        && i32::try_from(refs.len()).ok() == Some(ready_before)
+        && status::refs_current(&refs, |name| nodes.by_name(name))
+    {
+        scope.set(Desired::holds(
+            ConditionType::ReplicasReady,
+            Reason::Ready,
+            "",
+        ));
+        return Ok(Outcome::Continue);
+    }
+    let provider_ids = scope.provider_ids().to_vec();
+    if provider_ids.is_empty() && scope.pool.desired_replicas() != 0 {
+        return Ok(Outcome::Continue);
+    }
+    let key = scope.cluster_key();
+    let retired = status::retired(&refs, &provider_ids, |name| nodes.by_name(name));
+    if !retired.is_empty() {
+        delete_nodes(ctx, &key, &retired).await?;
+        ctx.publish(
+            &scope.pool.object_ref(&()),
+            Reason::NodesDeleted,
+            format!("deleted Nodes that left the pool: {}", retired.join(", ")),
+        )
+        .await;
+    }
+
+    let min_ready = Duration::from_secs(
+        u64::try_from(scope.pool.spec.template.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0),
+    );
+    let matched = status::match_nodes(
+        &provider_ids,
+        |id| nodes.by_provider_id(id),
+        min_ready,
+        scope.now.0,
+    );
+    if matched.refs.is_empty() && !provider_ids.is_empty() {
+        tracing::debug!(
+            pool = scope.pool.name_any(),
+            "no Node matches the pool's providerIDs yet"
+        );
+        return Ok(Outcome::Continue);
+    }
+    let owned: Vec<Arc<Node>> = provider_ids
+        .iter()
+        .filter_map(|id| nodes.by_provider_id(id))
+        .collect();
+    mark_nodes(scope, ctx, &key, &owned).await?;
+    let next_available_in = matched.next_available_in;
+    record(scope, ctx, replicas, matched).await;
+    // Node events bring the pool back when a Node changes; only the
+    // minReadySeconds clock needs a timer.
+    Ok(next_available_in.map_or(Outcome::Continue, Outcome::RequeueAfter))
+}
+
+/// The Cluster's Nodes, once its control plane is up (upstream watches a
+/// workload cluster's Nodes only then).
+async fn workload_nodes(
+    scope: &mut Scope<'_>,
+    ctx: &Context,
+) -> Result<Result<Nodes, Wait>, Error> {
+    let conditions = scope
+        .cluster
+        .status
+        .as_ref()
+        .map_or(&[][..], |s| &s.conditions[..]);
+    if !conditions::is_true(conditions, ConditionType::ControlPlaneInitialized) {
+        let message = format!(
+            "waiting for Cluster {:?} to initialize its control plane",
+            scope.cluster.name_any()
+        );
+        scope.set(Desired::fails(
+            ConditionType::ReplicasReady,
+            Reason::WaitingForReplicasReady,
+            message.clone(),
+        ));
+        return Ok(Err(Wait::on_change(
+            Reason::WaitingForReplicasReady,
+            message,
+        )));
+    }
+    let key = scope.cluster_key();
+    match ctx.workload.nodes(&key).await {
+        Ok(nodes) => Ok(Ok(nodes)),
+        Err(source) => Err(scope.failed(
+            ConditionType::ReplicasReady,
+            Error::Workload(key.to_string(), source),
+        )),
+    }
+}
+
+/// Sets the Node references and counts, and `ReplicasReady`.
+async fn record(scope: &mut Scope<'_>, ctx: &Context, replicas: i32, matched: Matched) {
+    let (ready, available) = (matched.ready, matched.available);
+    let v1beta1 = scope.v1beta1();
+    v1beta1.ready_replicas = Some(ready);
+    v1beta1.available_replicas = Some(available);
+    v1beta1.unavailable_replicas = Some(replicas - available);
+    scope.status.ready_replicas = Some(ready);
+    scope.status.available_replicas = Some(available);
+    let all_ready = replicas == ready && i32::try_from(matched.refs.len()).ok() == Some(ready);
+    if scope.status.node_refs != matched.refs {
+        ctx.publish(
+            &scope.pool.object_ref(&()),
+            Reason::SuccessfulSetNodeRefs,
+            format!("{} Node references, {ready} Ready", matched.refs.len()),
+        )
+        .await;
+        scope.status.node_refs = matched.refs;
+    }
+    scope.set(if all_ready {
+        Desired::holds(ConditionType::ReplicasReady, Reason::Ready, "")
+    } else {
+        Desired::fails(
+            ConditionType::ReplicasReady,
+            Reason::WaitingForReplicasReady,
+            format!("{ready} of {replicas} replicas have a Ready Node"),
+        )
+    });
+}
+
+/// Gives the pool's Nodes the Cluster API annotations and removes the
+/// uninitialized taint, patching only Nodes that lack them.
+async fn mark_nodes(
+    scope: &Scope<'_>,
+    ctx: &Context,
+    key: &ClusterKey,
+    nodes: &[Arc<Node>],
+) -> Result<(), Error> {
+    let (cluster, namespace, pool) = (
+        &scope.pool.spec.cluster_name,
+        scope.namespace(),
+        scope.pool.name_any(),
+    );
+    let patches: Vec<_> = nodes
+        .iter()
+        .filter_map(|node| {
+            Some((
+                node.name_any(),
+                status::node_patch(node, cluster, &namespace, &pool)?,
+            ))
+        })
+        .collect();
+    if patches.is_empty() {
+        return Ok(());
+    }
+    let client = ctx
+        .workload
+        .client(key)
+        .await
+        .map_err(|e| Error::Workload(key.to_string(), e))?;
+    let api: Api<Node> = Api::all(client);
+    for (name, patch) in patches {
+        api.patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|source| Error::Write {
+                what: "workload Node",
+                name,
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// Deletes the named Nodes in the workload cluster (a Node already gone is fine).
+pub async fn delete_nodes(
+    ctx: &Context,
+    key: &crate::workload::ClusterKey,
+    names: &[String],
+) -> Result<(), Error> {
+    let client = ctx
+        .workload
+        .client(key)
+        .await
+        .map_err(|e| Error::Workload(key.to_string(), e))?;
+    let api: Api<Node> = Api::all(client);
+    for name in names {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                ctx.metrics.write(CONTROLLER, "workload Node deletion");
+                tracing::info!(node = name, cluster = %key, "deleted a Node that left its pool");
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Write {
+                    what: "deletion of a workload Node",
+                    name: name.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! The operator as a library: everything `capwasm run` starts, built from
+//! one [`Config`], so the binary and the tests run the same thing.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+
+use crate::controllers::{self, Context, Controllers, Triggers};
+use crate::wasm::{self, Runtime, RuntimeSettings};
+use crate::workload::{self, NodeEvent, WorkloadClusters};
+
+/// What to run, and how.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// All controllers, or only the provider ones.
+    pub controllers: Controllers,
+    /// Controller settings.
+    pub settings: controllers::Settings,
+    /// Provider runtime settings.
+    pub runtime: RuntimeSettings,
+    /// Workload-cluster access settings.
+    pub workload: workload::Settings,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            controllers: Controllers::All,
+            settings: controllers::Settings::default(),
+            runtime: RuntimeSettings::default(),
+            workload: workload::Settings::default(),
+        }
+    }
+}
+
+/// A built operator, ready to run.
+pub struct Operator {
+    context: Arc<Context>,
+    triggers: Triggers,
+    node_events: Box<dyn futures::Stream<Item = NodeEvent> + Send + Unpin>,
+    registry: Arc<Registry>,
+    controllers: Controllers,
+}
+
+impl Operator {
+    /// Builds the runtime, the workload-cluster access and the controllers'
+    /// context on `client`, with every metric in one registry.
+    pub fn new(client: kube::Client, config: Config) -> Result<Self, wasm::Error> {
+        let mut registry = Registry::default();
+        let guest_metrics = wasm::Metrics::register(&mut registry);
+        let metrics = controllers::Metrics::register(&mut registry);
+        let runtime = Runtime::new(config.runtime, Some(guest_metrics))?;
+        let (workload, node_events) = WorkloadClusters::new(client.clone(), config.workload);
+        let (context, triggers) = Context::new(client, runtime, workload, metrics, config.settings);
+        Ok(Self {
+            context,
+            triggers,
+            node_events: Box::new(Box::pin(node_events)),
+            registry: Arc::new(registry),
+            controllers: config.controllers,
+        })
+    }
+
+    /// The context the controllers share (its runtime, metrics, clients).
+    pub fn context(&self) -> &Arc<Context> {
+        &self.context
+    }
+
+    /// Every metric, for a `/metrics` endpoint.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
+    /// Runs the controllers until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        controllers::run(
+            self.context,
+            self.triggers,
+            self.node_events,
+            self.controllers,
+            shutdown,
+        )
+        .await;
+    }
+}

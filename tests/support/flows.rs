@@ -1,0 +1,241 @@
+//! Building blocks of controller tests: provider modules, a Cluster with its
+//! infrastructure and kubeconfig, MachinePools with their provider objects,
+//! and waiting on an object until a condition holds — on watches, never
+//! sleeping, with a limit that names what was awaited.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::{
+    Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
+};
+use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
+use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, PostParams};
+use kube::runtime::wait::await_condition;
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::{ApiServer, Result, Stack};
+
+/// How long a test waits for the operator to get somewhere.
+pub const WAIT: Duration = Duration::from_secs(90);
+
+/// Waits until `done` holds for object `name` (`None`: it does not exist)
+/// and returns it.
+///
+/// # Panics
+///
+/// After [`WAIT`], naming what was awaited and showing the object as it was
+/// then: a test that gives up should say why.
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    done: impl Fn(Option<&K>) -> bool,
+) -> Option<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    match tokio::time::timeout(
+        WAIT,
+        await_condition(api.clone(), name, |o: Option<&K>| done(o)),
+    )
+    .await
+    {
+        Ok(Ok(object)) => object,
+        Ok(Err(e)) => panic!("watching {name} while waiting until {what}: {e}"),
+        Err(_) => {
+            let now = api.get_opt(name).await.ok().flatten();
+            panic!("{name}: gave up after {WAIT:?} waiting until {what}; it is now {now:#?}")
+        }
+    }
+}
+
+/// Creates `object` in its namespace.
+pub async fn create<K>(client: &Client, object: &K) -> Result<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let namespace = object.meta().namespace.clone().unwrap_or_default();
+    Ok(Api::<K>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), object)
+        .await?)
+}
+
+/// The ProviderModules a test's objects use.
+#[derive(Clone, Debug)]
+pub struct Modules {
+    /// kubeadm-bootstrap.
+    pub bootstrap: String,
+    /// sim-infrastructure, allowed to reach 127.0.0.1.
+    pub infrastructure: String,
+}
+
+impl Stack {
+    /// Creates ProviderModules `<prefix>-kubeadm` and `<prefix>-sim` from the
+    /// built guests and waits until both are in service.
+    pub async fn modules(&self, client: &Client, prefix: &str) -> Result<Modules> {
+        let modules = Modules {
+            bootstrap: format!("{prefix}-kubeadm"),
+            infrastructure: format!("{prefix}-sim"),
+        };
+        let api: Api<ProviderModule> = Api::all(client.clone());
+        let bootstrap = ProviderModuleBuilder::file(
+            &modules.bootstrap,
+            ProviderWorld::Bootstrap,
+            &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
+        )
+        .build();
+        let infrastructure = ProviderModuleBuilder::file(
+            &modules.infrastructure,
+            ProviderWorld::Infrastructure,
+            &guest_path("sim_infrastructure.wasm").to_string_lossy(),
+        )
+        .allowed_hosts(&["127.0.0.1"])
+        .build();
+        for module in [bootstrap, infrastructure] {
+            api.create(&PostParams::default(), &module).await?;
+        }
+        for name in [&modules.bootstrap, &modules.infrastructure] {
+            wait_for(
+                &api,
+                name,
+                "the module is Ready",
+                |m: Option<&ProviderModule>| {
+                    m.and_then(|m| m.status.as_ref())
+                        .and_then(|s| s.phase.as_deref())
+                        == Some("Ready")
+                },
+            )
+            .await;
+        }
+        Ok(modules)
+    }
+
+    /// The sim-infrastructure config for this stack's cloud.
+    pub fn sim_config(&self) -> Value {
+        json!({ "endpoint": self.cloud_endpoint, "region": "local-1" })
+    }
+
+    /// Creates Cluster `name` with a WasmCluster of the same name served by
+    /// `modules`, and its kubeconfig Secret for `workload`.
+    pub async fn create_cluster(
+        &self,
+        client: &Client,
+        workload: &ApiServer,
+        namespace: &str,
+        name: &str,
+        modules: &Modules,
+    ) -> Result<()> {
+        create(client, &workload.kubeconfig_secret(namespace, name)?).await?;
+        let mut config = self.sim_config();
+        config["controlPlaneHost"] = json!("127.0.0.1");
+        create(
+            client,
+            &objects::wasm_cluster(namespace, name, &modules.infrastructure, config),
+        )
+        .await?;
+        create(client, &ClusterBuilder::new(namespace, name).build()).await?;
+        Ok(())
+    }
+
+    /// Creates MachinePool `name` of `cluster` with `replicas`, and its
+    /// WasmBootstrapConfig and WasmMachinePool served by `modules`.
+    pub async fn create_pool(
+        &self,
+        client: &Client,
+        namespace: &str,
+        name: &str,
+        cluster: &str,
+        replicas: i32,
+        modules: &Modules,
+    ) -> Result<()> {
+        let kubeadm: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap_or_default();
+        create(
+            client,
+            &objects::bootstrap_config(namespace, name, &modules.bootstrap, kubeadm),
+        )
+        .await?;
+        create(
+            client,
+            &objects::wasm_machine_pool(
+                namespace,
+                name,
+                &modules.infrastructure,
+                self.sim_config(),
+            ),
+        )
+        .await?;
+        create(
+            client,
+            &MachinePoolBuilder::new(namespace, name, cluster)
+                .replicas(replicas)
+                .build(),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Waits until pool `name` is in `phase` with `ready` Ready Nodes.
+///
+/// # Panics
+///
+/// As [`wait_for`], or if the pool is deleted meanwhile.
+pub async fn wait_for_pool(
+    api: &Api<MachinePool>,
+    name: &str,
+    phase: &str,
+    ready: i32,
+) -> MachinePool {
+    wait_for(
+        api,
+        name,
+        &format!("phase {phase} with {ready} ready replicas"),
+        |p: Option<&MachinePool>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.phase.as_deref() == Some(phase)
+                    && s.ready_replicas == Some(ready)
+                    && i32::try_from(s.node_refs.len()) == Ok(ready)
+            })
+        },
+    )
+    .await
+    .unwrap_or_else(|| panic!("MachinePool {name} disappeared"))
+}
+
+/// The typed APIs of one namespace.
+pub struct Apis {
+    /// Clusters.
+    pub clusters: Api<Cluster>,
+    /// MachinePools.
+    pub pools: Api<MachinePool>,
+    /// WasmBootstrapConfigs.
+    pub configs: Api<WasmBootstrapConfig>,
+    /// WasmMachinePools.
+    pub infra_pools: Api<WasmMachinePool>,
+    /// WasmClusters.
+    pub infra_clusters: Api<WasmCluster>,
+}
+
+impl Apis {
+    /// The APIs of `namespace`.
+    pub fn new(client: &Client, namespace: &str) -> Self {
+        Self {
+            clusters: Api::namespaced(client.clone(), namespace),
+            pools: Api::namespaced(client.clone(), namespace),
+            configs: Api::namespaced(client.clone(), namespace),
+            infra_pools: Api::namespaced(client.clone(), namespace),
+            infra_clusters: Api::namespaced(client.clone(), namespace),
+        }
+    }
+}

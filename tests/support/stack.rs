@@ -1,0 +1,130 @@
+//! The operator and the simulated cloud for controller tests: one of each
+//! per test binary, on a runtime of their own (tests come and go with their
+//! own runtimes), against the shared management and workload API servers.
+//! The simulated cloud registers a Ready Node in the workload cluster for
+//! each running instance, as a kubelet would after running the bootstrap data.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capwasm::controllers::{Context, Controllers, Settings};
+use capwasm::operator::{Config, Operator};
+use capwasm::simcloud::{self, SimCloud};
+use capwasm::wasm::RuntimeSettings;
+use kube::Client;
+use tokio::sync::OnceCell;
+
+use crate::{Error, Result, TestEnv};
+
+/// What controller tests talk to besides the API servers.
+pub struct Stack {
+    /// The running operator's context: its runtime, metrics and clients.
+    pub context: Arc<Context>,
+    /// The simulated cloud.
+    pub cloud: SimCloud,
+    /// Its API's base URL (`http://127.0.0.1:<port>`).
+    pub cloud_endpoint: String,
+}
+
+static STACK: OnceCell<Result<Stack, String>> = OnceCell::const_new();
+
+impl Stack {
+    /// The stack shared by the tests of this binary, started by the first
+    /// that asks: every controller, the simulated cloud with short boot and
+    /// termination delays, and Nodes registered in the shared workload server.
+    pub async fn shared() -> Result<&'static Stack> {
+        let stack = STACK
+            .get_or_init(|| async {
+                let env = TestEnv::shared().await.map_err(|e| e.to_string())?;
+                start(env).await.map_err(|e| e.to_string())
+            })
+            .await;
+        stack
+            .as_ref()
+            .map_err(|message| Error::SharedStart(message.clone()))
+    }
+}
+
+async fn start(env: &'static TestEnv) -> Result<Stack> {
+    // The operator's log, for a failing test: CAPWASM_TEST_LOG=capwasm=debug, say.
+    if let Ok(filter) = std::env::var("CAPWASM_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+    let management = env.management().config().clone();
+    let workload = env
+        .workload()
+        .ok_or_else(|| Error::SharedStart("the shared environment has no workload server".into()))?
+        .config()
+        .clone();
+    let (started, ready) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("capwasm-operator".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = started.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match build(management, workload).await {
+                    Ok((operator, stack, cloud)) => {
+                        let _ = started.send(Ok(stack));
+                        // The cloud serves for as long as the operator runs: the test binary's life.
+                        let _cloud = cloud;
+                        operator.run(std::future::pending()).await;
+                    }
+                    Err(e) => {
+                        let _ = started.send(Err(e));
+                    }
+                }
+            });
+        })
+        .map_err(|e| Error::SharedStart(e.to_string()))?;
+    ready
+        .await
+        .map_err(|_| Error::SharedStart("the operator thread ended".into()))?
+        .map_err(Error::SharedStart)
+}
+
+async fn build(
+    management: kube::Config,
+    workload: kube::Config,
+) -> Result<(Operator, Stack, simcloud::RunningSimCloud), String> {
+    let client = Client::try_from(management).map_err(|e| e.to_string())?;
+    let nodes = Client::try_from(workload).map_err(|e| e.to_string())?;
+    let cloud = SimCloud::new(simcloud::Settings {
+        boot_delay: Duration::from_millis(300),
+        termination_delay: Duration::from_millis(300),
+        nodes: Some(nodes),
+        ..simcloud::Settings::default()
+    })
+    .start_on_loopback()
+    .await
+    .map_err(|e| e.to_string())?;
+    let config = Config {
+        controllers: Controllers::All,
+        settings: Settings {
+            backoff_first: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(5),
+            ..Settings::default()
+        },
+        runtime: RuntimeSettings::default(),
+        ..Config::default()
+    };
+    let operator = Operator::new(client, config).map_err(|e| capwasm::report::error_chain(&e))?;
+    let stack = Stack {
+        context: operator.context().clone(),
+        cloud: cloud.cloud().clone(),
+        cloud_endpoint: cloud.endpoint(),
+    };
+    Ok((operator, stack, cloud))
+}
