@@ -66,6 +66,10 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let results = if deleting {
         match delete::run(&mut scope, &ctx).await {
             Ok(None) => {
+                ctx.workload.forget(&crate::workload::ClusterKey::new(
+                    cluster.namespace().unwrap_or_default(),
+                    cluster.name_any(),
+                ));
                 ctx.publish(
                     &cluster.object_ref(&()),
                     Reason::DeletionCompleted,

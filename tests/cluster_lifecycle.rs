@@ -1,0 +1,218 @@
+//! A Cluster's life beyond provisioning: deletion in upstream's order
+//! (MachinePools, then infrastructure, then the finalizer) leaving nothing
+//! behind, and pausing that stops every controller until it is lifted.
+
+use capwasm::api::{Cluster, MachinePool};
+use capwasm::simcloud::InstanceState;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use testenv::flows::{Apis, wait_for, wait_for_pool};
+use testenv::{Stack, TestEnv};
+
+#[tokio::test]
+async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances() {
+    let env = TestEnv::shared().await.unwrap();
+    let stack = Stack::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let workload = env.workload().unwrap();
+    let ns = env.management().create_namespace("delete").await.unwrap();
+    let apis = Apis::new(&client, &ns);
+    let modules = stack.modules(&client, &ns).await.unwrap();
+    stack
+        .create_cluster(&client, workload, &ns, "c1", &modules)
+        .await
+        .unwrap();
+    stack
+        .create_pool(&client, &ns, "pool", "c1", 2, &modules)
+        .await
+        .unwrap();
+    let running = wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    let node_names: Vec<String> = running
+        .status
+        .unwrap()
+        .node_refs
+        .into_iter()
+        .filter_map(|r| r.name)
+        .collect();
+
+    apis.clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &apis.clusters,
+        "c1",
+        "the Cluster is gone",
+        |c: Option<&Cluster>| c.is_none(),
+    )
+    .await;
+
+    // Everything the Cluster owned went before it.
+    assert!(apis.pools.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.configs.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.infra_pools.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.infra_clusters.get_opt("c1").await.unwrap().is_none());
+    let live: Vec<_> = stack
+        .cloud
+        .instances_of(&format!("{ns}/pool"))
+        .into_iter()
+        .filter(|i| i.instance.state != InstanceState::Terminating)
+        .collect();
+    assert!(live.is_empty(), "instances left in the cloud: {live:?}");
+    let nodes: Api<Node> = Api::all(workload.client().unwrap());
+    for name in node_names {
+        wait_for(
+            &nodes,
+            &name,
+            "the pool's Node is deleted",
+            |n: Option<&Node>| n.is_none(),
+        )
+        .await;
+    }
+    // The bootstrap data Secret goes with its config by garbage collection,
+    // which the test control plane does not run (no kube-controller-manager):
+    // check the controller reference it relies on.
+    let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get("pool")
+        .await
+        .unwrap();
+    let owner = &secret.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("WasmBootstrapConfig", "pool", Some(true))
+    );
+}
+
+#[tokio::test]
+async fn pausing_the_cluster_stops_scaling_until_unpaused() {
+    let env = TestEnv::shared().await.unwrap();
+    let stack = Stack::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let workload = env.workload().unwrap();
+    let ns = env.management().create_namespace("pause").await.unwrap();
+    let apis = Apis::new(&client, &ns);
+    let modules = stack.modules(&client, &ns).await.unwrap();
+    stack
+        .create_cluster(&client, workload, &ns, "c1", &modules)
+        .await
+        .unwrap();
+    stack
+        .create_pool(&client, &ns, "pool", "c1", 1, &modules)
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 1).await;
+
+    let paused = |value: bool| Patch::Merge(json!({ "spec": { "paused": value } }));
+    apis.clusters
+        .patch("c1", &PatchParams::default(), &paused(true))
+        .await
+        .unwrap();
+    let pool = wait_for(
+        &apis.pools,
+        "pool",
+        "the pool reports the pause",
+        |p: Option<&MachinePool>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Paused"
+                        && c.status == "True"
+                        && c.message == "Cluster spec.paused is set to true"
+                })
+            })
+        },
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &apis.infra_pools,
+        "pool",
+        "the infrastructure pool reports the pause",
+        |p| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.common
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Paused" && c.status == "True")
+            })
+        },
+    )
+    .await;
+
+    apis.pools
+        .patch_scale(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 2 } })),
+        )
+        .await
+        .unwrap();
+    // Unpausing is what lets the scale happen; while paused, the cloud gets no new instance.
+    let before = stack.cloud.instances_of(&format!("{ns}/pool")).len();
+    assert_eq!(before, 1);
+    assert_eq!(pool.status.unwrap().phase.as_deref(), Some("Running"));
+    apis.clusters
+        .patch("c1", &PatchParams::default(), &paused(false))
+        .await
+        .unwrap();
+    let scaled = wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    let conditions = scaled.status.unwrap().conditions;
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Paused" && c.status == "False" && c.reason == "NotPaused")
+    );
+}
+
+#[tokio::test]
+async fn pool_with_the_paused_annotation_is_left_alone_with_a_message_naming_it() {
+    let env = TestEnv::shared().await.unwrap();
+    let stack = Stack::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let workload = env.workload().unwrap();
+    let ns = env
+        .management()
+        .create_namespace("annotated")
+        .await
+        .unwrap();
+    let apis = Apis::new(&client, &ns);
+    let modules = stack.modules(&client, &ns).await.unwrap();
+    stack
+        .create_cluster(&client, workload, &ns, "c1", &modules)
+        .await
+        .unwrap();
+    let pool = capwasm::testing::objects::MachinePoolBuilder::new(&ns, "pool", "c1")
+        .annotation("cluster.x-k8s.io/paused", "false")
+        .build();
+    testenv::flows::create(&client, &pool).await.unwrap();
+    let paused = wait_for(
+        &apis.pools,
+        "pool",
+        "the pool is Paused",
+        |p: Option<&MachinePool>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Paused" && c.status == "True")
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let message = &paused
+        .status
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Paused")
+        .unwrap()
+        .message
+        .clone();
+    assert_eq!(
+        message,
+        "MachinePool has the cluster.x-k8s.io/paused annotation"
+    );
+    // Nothing else happened: no phase, no adoption of the (missing) referenced objects.
+    assert!(paused.metadata.finalizers.is_some());
+}
