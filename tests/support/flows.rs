@@ -213,6 +213,52 @@ pub async fn wait_for_pool(
     .unwrap_or_else(|| panic!("MachinePool {name} disappeared"))
 }
 
+/// Waits until an Event with `reason` about object `name` exists in
+/// `namespace`, and returns its note.
+///
+/// # Panics
+///
+/// After [`WAIT`], listing the Events about the object seen until then.
+pub async fn wait_for_event(client: &Client, namespace: &str, name: &str, reason: &str) -> String {
+    use futures::StreamExt as _;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let mut seen = Vec::new();
+    let mut events = watcher(api, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let found = tokio::time::timeout(WAIT, async {
+        while let Some(Ok(event)) = events.next().await {
+            if event.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(name) {
+                continue;
+            }
+            if event.reason.as_deref() == Some(reason) {
+                return Some(event.note.unwrap_or_default());
+            }
+            seen.push(event.reason.unwrap_or_default());
+        }
+        None
+    })
+    .await;
+    match found {
+        Ok(Some(note)) => note,
+        _ => panic!("no {reason} Event about {name} within {WAIT:?}; saw {seen:?}"),
+    }
+}
+
+/// The condition of `type_` in `conditions`, as (status, reason, message).
+pub fn condition(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<(String, String, String)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
 /// The typed APIs of one namespace.
 pub struct Apis {
     /// Clusters.
