@@ -24,8 +24,25 @@ fn count_writes(api: Api<MachinePool>, name: &str) -> tokio::sync::watch::Receiv
         let mut versions = BTreeSet::new();
         let mut events = watcher(api, config).applied_objects().boxed();
         while let Some(Ok(pool)) = events.next().await {
-            if let Some(version) = pool.metadata.resource_version {
-                versions.insert(version);
+            if let Some(version) = pool.metadata.resource_version.clone() {
+                if versions.insert(version.clone()) {
+                    let status = pool.status.clone().unwrap_or_default();
+                    let conditions: Vec<String> = status
+                        .conditions
+                        .iter()
+                        .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+                        .collect();
+                    eprintln!(
+                        "write {version}: finalizers={:?} secret={:?} ids={} phase={:?} ready={:?} refs={} {}",
+                        pool.metadata.finalizers,
+                        pool.spec.template.spec.bootstrap.data_secret_name,
+                        pool.spec.provider_id_list.len(),
+                        status.phase,
+                        status.ready_replicas,
+                        status.node_refs.len(),
+                        conditions.join(",")
+                    );
+                }
                 // The first version is the creation, not a controller write.
                 let _ =
                     tx.send(u32::try_from(versions.len().saturating_sub(1)).unwrap_or(u32::MAX));

@@ -32,8 +32,13 @@ pub struct Settings {
     pub backoff_first: Duration,
     /// Longest delay after failed reconciles.
     pub backoff_max: Duration,
-    /// How long a controller waits for more changes to an object before reconciling it.
+    /// How long a provider controller waits for more changes to an object
+    /// before reconciling it.
     pub debounce: Duration,
+    /// The same for the Cluster and MachinePool controllers: longer, so
+    /// that what the provider controllers do in reaction to one of their
+    /// writes arrives before they look again, and lands in one write.
+    pub core_debounce: Duration,
     /// The Event reporter's instance (the pod name, say).
     pub instance: Option<String>,
 }
@@ -45,6 +50,7 @@ impl Default for Settings {
             backoff_first: Duration::from_millis(500),
             backoff_max: Duration::from_secs(300),
             debounce: Duration::from_millis(100),
+            core_debounce: Duration::from_millis(500),
             instance: None,
         }
     }

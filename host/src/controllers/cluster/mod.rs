@@ -42,7 +42,7 @@ pub fn run(
         Api::<Cluster>::all(client.clone()),
         watcher::Config::default(),
     )
-    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce))
     .reconcile_on(referenced)
     .watches(
         Api::<MachinePool>::all(client),

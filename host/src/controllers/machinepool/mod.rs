@@ -42,7 +42,7 @@ pub fn run(
         Api::<MachinePool>::all(client.clone()),
         watcher::Config::default(),
     )
-    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce));
+    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce));
     let store = controller.store();
     let node_store = store.clone();
     let cluster_store = store;

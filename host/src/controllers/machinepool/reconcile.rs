@@ -2,6 +2,11 @@
 //! owner) in one apply, pause, the phases — all of them, even after one
 //! fails, as upstream — then spec and status, each written once and only
 //! when changed.
+//!
+//! A reconcile that writes the pool's metadata or spec leaves its status to
+//! the reconcile that write brings (upstream returns after adding its
+//! finalizer for the same reason): the status is then computed from what the
+//! write changed, and written once instead of twice.
 
 use std::sync::Arc;
 
@@ -53,9 +58,7 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
         return Err(error);
     };
     let deleting = pool.meta().deletion_timestamp.is_some();
-    if !deleting {
-        ensure_metadata(&pool, &cluster, &ctx).await?;
-    }
+    let wrote_metadata = !deleting && ensure_metadata(&pool, &cluster, &ctx).await?;
     let mut scope = Scope::new(&pool, cluster);
 
     if let Some(why) = crate::controllers::provider::paused(&*pool, &scope.cluster) {
@@ -83,8 +86,8 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     };
     let failed = results.iter().any(Result::is_err);
 
-    if !deleting {
-        apply_spec(&scope, &ctx).await?;
+    if !deleting && (apply_spec(&scope, &ctx).await? || wrote_metadata) {
+        return Ok(Action::await_change());
     }
     summarize(&mut scope, deleting);
     let mut status = scope.status;
@@ -112,7 +115,7 @@ async fn ensure_metadata(
     pool: &MachinePool,
     cluster: &Cluster,
     ctx: &Context,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let owner = OwnerReference {
         api_version: CLUSTER_API_VERSION.into(),
         kind: "Cluster".into(),
@@ -123,7 +126,7 @@ async fn ensure_metadata(
     let finalized = pool.finalizers().iter().any(|f| f == FINALIZER);
     let labelled = pool.labels().get(labels::CLUSTER_NAME) == Some(&pool.spec.cluster_name);
     if finalized && labelled && pool.owner_references().contains(&owner) {
-        return Ok(());
+        return Ok(false);
     }
     write::fields(
         ctx,
@@ -138,18 +141,20 @@ async fn ensure_metadata(
         } }),
     )
     .await
+    .map(|()| true)
 }
 
 /// Records what the bootstrap and infrastructure phases copied, in one apply
 /// of every spec field this controller owns (an apply drops what it omits).
-async fn apply_spec(scope: &Scope<'_>, ctx: &Context) -> Result<(), Error> {
+/// Whether it wrote.
+async fn apply_spec(scope: &Scope<'_>, ctx: &Context) -> Result<bool, Error> {
     let pool = scope.pool;
     let current = &pool.spec;
     let secret_changed = scope.data_secret_name.as_ref().is_some_and(|name| {
         current.template.spec.bootstrap.data_secret_name.as_ref() != Some(name)
     });
     if !secret_changed && scope.provider_id_list.is_none() {
-        return Ok(());
+        return Ok(false);
     }
     let mut spec = json!({ "providerIDList": scope.provider_ids() });
     // Only with a configRef is dataSecretName ours; otherwise the user's.
@@ -172,6 +177,7 @@ async fn apply_spec(scope: &Scope<'_>, ctx: &Context) -> Result<(), Error> {
         json!({ "spec": spec }),
     )
     .await
+    .map(|()| true)
 }
 
 /// Milestones, phase, up-to-date count and the `Available` summary.

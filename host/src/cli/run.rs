@@ -1,0 +1,206 @@
+//! `capwasm run`: the operator, with `/metrics`, `/healthz` and `/readyz`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use prometheus_client::registry::Registry;
+
+use crate::api::MachinePool;
+use crate::controllers::{Controllers, Settings};
+use crate::operator::{Config, Operator};
+use crate::wasm::{PrecompiledCache, RuntimeSettings};
+
+/// Flags of `capwasm run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Which controllers to run: `all` (standalone), or `providers` only
+    /// (ProviderModule and the Wasm provider kinds, beside upstream Cluster API).
+    #[arg(long, value_enum, default_value_t = Which::All)]
+    controllers: Which,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    metrics_bind_address: SocketAddr,
+    /// A kubeconfig file; otherwise the in-cluster config, $KUBECONFIG or ~/.kube/config.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Where compiled provider components are kept, so a restart does not recompile.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The most memory any provider may be given, in MiB.
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    max_provider_memory_mib: usize,
+    /// The pod's name, for Events (from the downward API in a Deployment).
+    #[arg(long, value_name = "NAME")]
+    instance: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Which {
+    All,
+    Providers,
+}
+
+/// How long the API server gets to answer at start-up.
+const STARTUP_CHECK: Duration = Duration::from_secs(15);
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: &Args) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_deref()).await?;
+    check_api_server(&client).await?;
+    let config = Config {
+        controllers: match args.controllers {
+            Which::All => Controllers::All,
+            Which::Providers => Controllers::Providers,
+        },
+        settings: Settings {
+            instance: args.instance.clone(),
+            ..Settings::default()
+        },
+        runtime: RuntimeSettings {
+            max_memory_bytes: args.max_provider_memory_mib << 20,
+            cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
+            ..RuntimeSettings::default()
+        },
+        ..Config::default()
+    };
+    let operator = Operator::new(client, config).context("cannot start the provider runtime")?;
+    let ready = Arc::new(AtomicBool::new(false));
+    let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (--metrics-bind-address)",
+                args.metrics_bind_address
+            )
+        })?;
+    let app = router(operator.registry(), ready.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    tracing::info!(
+        controllers = ?args.controllers,
+        metrics = %args.metrics_bind_address,
+        "capwasm is running"
+    );
+    ready.store(true, Ordering::Relaxed);
+    operator.run(shutdown_signal()).await;
+    server.abort();
+    tracing::info!("capwasm stopped");
+    Ok(())
+}
+
+async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("cannot use the kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, or run in a cluster")?,
+    };
+    Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+/// Fails early, saying what to do, if the API server does not answer or
+/// the CRDs are not installed.
+async fn check_api_server(client: &Client) -> anyhow::Result<()> {
+    match tokio::time::timeout(STARTUP_CHECK, client.apiserver_version()).await {
+        Err(_) => bail!(
+            "the Kubernetes API server did not answer within {STARTUP_CHECK:?}: is the cluster up, and is the kubeconfig right?"
+        ),
+        Ok(Err(e)) => {
+            return Err(anyhow::Error::new(e).context("cannot reach the Kubernetes API server: is the cluster up, and is the kubeconfig right?"));
+        }
+        Ok(Ok(_)) => {}
+    }
+    let pools: Api<MachinePool> = Api::all(client.clone());
+    match pools.list(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            bail!(
+                "the capwasm CRDs are not installed: run `capwasm crds | kubectl apply --server-side -f -`"
+            )
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("cannot list MachinePools")),
+        Ok(_) => Ok(()),
+    }
+}
+
+fn router(registry: Arc<Registry>, ready: Arc<AtomicBool>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics).with_state(registry))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.load(Ordering::Relaxed);
+                async move {
+                    if ready {
+                        (StatusCode::OK, "ok")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+                    }
+                }
+            }),
+        )
+}
+
+async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        ),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "cannot encode the metrics".to_owned(),
+        ),
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
