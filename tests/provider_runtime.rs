@@ -9,7 +9,7 @@ use capwasm::testing::requests;
 use capwasm::wasm::types::{BootstrapFormat, ProviderError};
 use capwasm::wasm::{
     CallError, Capabilities, Error, Limits, PrecompiledCache, ProviderSource, Runtime,
-    RuntimeSettings, World,
+    RuntimeSettings, WIT_PACKAGE, World,
 };
 use sha2::{Digest as _, Sha256};
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
@@ -242,6 +242,41 @@ async fn bad_input_is_a_typed_error() -> Result<()> {
         matches!(unknown, Err(CallError::NotLoaded(_))),
         "{unknown:?}"
     );
+    Ok(())
+}
+
+/// What the component is, its file, the error expected, and what the
+/// error's message must name.
+type Refused = (&'static str, &'static str, fn(&Error) -> bool, &'static str);
+
+#[tokio::test]
+async fn components_of_another_contract_are_refused_saying_what_they_are() -> Result<()> {
+    let runtime = runtime(None);
+    let cases: [Refused; 2] = [
+        (
+            "built against capwasm:provider@0.2.0",
+            "testdata_unsupported_version.wasm",
+            |e| {
+                matches!(e, Error::UnsupportedVersion { found, supported }
+                    if found == "capwasm:provider@0.2.0" && *supported == WIT_PACKAGE)
+            },
+            "capwasm:provider@0.2.0",
+        ),
+        (
+            "exporting no capwasm world",
+            "testdata_no_world.wasm",
+            |e| matches!(e, Error::UnknownWorld { exports } if exports == "greet"),
+            "(exports: greet)",
+        ),
+    ];
+    for (what, file, expected, named) in cases {
+        let err = install(&runtime, "x", ProviderSource::File(guest_path(file)))
+            .await
+            .expect_err(what);
+        assert!(expected(&err), "{what}: {err:?}");
+        assert!(err.to_string().contains(named), "{what}: {err}");
+    }
+    assert!(runtime.registry().get("x").is_none());
     Ok(())
 }
 
