@@ -9,12 +9,15 @@ use capwasm::testing::requests;
 use capwasm::wasm::types::{BootstrapFormat, ProviderError};
 use capwasm::wasm::{
     CallError, Capabilities, Error, Limits, PrecompiledCache, ProviderSource, Runtime,
-    RuntimeSettings, World,
+    RuntimeSettings, WIT_PACKAGE, World,
 };
 use sha2::{Digest as _, Sha256};
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
 
 const KUBEADM: &str = "kubeadm_bootstrap.wasm";
+const SIM_V1: &str = "sim_infrastructure.wasm";
+/// The same provider as 0.2.0, labelling the Nodes it creates with its version.
+const SIM_V2: &str = "sim_infrastructure_v2.wasm";
 
 fn runtime(cache: Option<PrecompiledCache>) -> Runtime {
     Runtime::new(
@@ -33,20 +36,6 @@ fn bytes(file: &str) -> Vec<u8> {
 
 fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
-}
-
-/// The same component with a custom section appended: identical behaviour,
-/// another digest — a new version as far as the host can tell.
-fn with_custom_section(mut component: Vec<u8>, payload: &[u8]) -> Vec<u8> {
-    let name = b"capwasm-test-version";
-    let size = 1 + name.len() + payload.len();
-    component.push(0);
-    assert!(size < 128, "single-byte LEB128 sizes only");
-    component.push(u8::try_from(size).expect("small"));
-    component.push(u8::try_from(name.len()).expect("small"));
-    component.extend_from_slice(name);
-    component.extend_from_slice(payload);
-    component
 }
 
 /// A runtime serving kubeadm-bootstrap as `kubeadm`.
@@ -245,6 +234,41 @@ async fn bad_input_is_a_typed_error() -> Result<()> {
     Ok(())
 }
 
+/// What the component is, its file, the error expected, and what the
+/// error's message must name.
+type Refused = (&'static str, &'static str, fn(&Error) -> bool, &'static str);
+
+#[tokio::test]
+async fn components_of_another_contract_are_refused_saying_what_they_are() -> Result<()> {
+    let runtime = runtime(None);
+    let cases: [Refused; 2] = [
+        (
+            "built against capwasm:provider@0.2.0",
+            "testdata_unsupported_version.wasm",
+            |e| {
+                matches!(e, Error::UnsupportedVersion { found, supported }
+                    if found == "capwasm:provider@0.2.0" && *supported == WIT_PACKAGE)
+            },
+            "capwasm:provider@0.2.0",
+        ),
+        (
+            "exporting no capwasm world",
+            "testdata_no_world.wasm",
+            |e| matches!(e, Error::UnknownWorld { exports } if exports == "greet"),
+            "(exports: greet)",
+        ),
+    ];
+    for (what, file, expected, named) in cases {
+        let err = install(&runtime, "x", ProviderSource::File(guest_path(file)))
+            .await
+            .expect_err(what);
+        assert!(expected(&err), "{what}: {err:?}");
+        assert!(err.to_string().contains(named), "{what}: {err}");
+    }
+    assert!(runtime.registry().get("x").is_none());
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_restart_loads_from_the_precompiled_cache() -> Result<()> {
     let dir = tempfile::tempdir()?;
@@ -277,22 +301,26 @@ async fn a_restart_loads_from_the_precompiled_cache() -> Result<()> {
 async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_module() -> Result<()>
 {
     let runtime = runtime(None);
-    let v1 = install(&runtime, "boot", ProviderSource::File(guest_path(KUBEADM))).await?;
+    let v1 = install(&runtime, "sim", ProviderSource::File(guest_path(SIM_V1))).await?;
+    assert_eq!(v1.info.version, "0.1.0");
 
+    // Callers record the version every call ran; a version, once seen,
+    // must never give way to an older one.
     let stop = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicU32::new(0));
     let callers: Vec<_> = (0..2)
         .map(|_| {
             let (runtime, stop, calls) = (runtime.clone(), stop.clone(), calls.clone());
             tokio::spawn(async move {
+                let mut seen = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let request = requests::generate(KUBEADM_JOIN_CONFIG);
-                    runtime
-                        .blocking(move |rt| rt.generate("boot", &request))
-                        .await?;
+                    let info = runtime.blocking(|rt| rt.info("sim")).await?;
+                    if seen.last() != Some(&info.version) {
+                        seen.push(info.version);
+                    }
                     calls.fetch_add(1, Ordering::Relaxed);
                 }
-                anyhow::Ok(())
+                anyhow::Ok(seen)
             })
         })
         .collect();
@@ -308,26 +336,29 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
     };
     fifty_more_calls().await?;
 
-    // A new version: swapped in while calls run.
-    let v2_bytes = with_custom_section(bytes(KUBEADM), b"v2");
+    // A new version: swapped in while calls run; every call from now on runs it.
     let (v2, previous) = runtime
         .swap(
-            "boot",
-            ProviderSource::Bytes(v2_bytes.clone()),
+            "sim",
+            ProviderSource::File(guest_path(SIM_V2)),
             None,
             Limits::default(),
             Capabilities::default(),
         )
         .await?;
     assert_eq!(previous.map(|p| p.digest.clone()), Some(v1.digest.clone()));
-    assert_ne!(v2.digest, v1.digest);
-    assert_eq!(v2.digest, format!("sha256:{}", sha256(&v2_bytes)));
+    assert_eq!(v2.digest, format!("sha256:{}", sha256(&bytes(SIM_V2))));
+    assert_eq!(
+        (v2.info.name.as_str(), v2.info.version.as_str()),
+        ("sim-infrastructure", "0.2.0")
+    );
+    assert_eq!(runtime.info("sim")?.version, "0.2.0");
     fifty_more_calls().await?;
 
     // A broken module is refused; the working version stays in service.
     let broken = runtime
         .swap(
-            "boot",
+            "sim",
             ProviderSource::Bytes(b"\0asm\x0d\0\x01\0garbage".to_vec()),
             None,
             Limits::default(),
@@ -336,14 +367,21 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
         .await;
     assert!(broken.is_err());
     assert_eq!(
-        runtime.registry().get("boot").map(|p| p.digest.clone()),
+        runtime.registry().get("sim").map(|p| p.digest.clone()),
         Some(v2.digest.clone())
     );
     fifty_more_calls().await?;
+    assert_eq!(runtime.info("sim")?.version, "0.2.0");
 
     stop.store(true, Ordering::Relaxed);
     for caller in callers {
-        caller.await??;
+        // A caller may have started after the swap, never before the first load.
+        let seen = caller.await??;
+        let seen: Vec<&str> = seen.iter().map(String::as_str).collect();
+        assert!(
+            [&["0.1.0", "0.2.0"][..], &["0.1.0"], &["0.2.0"]].contains(&seen.as_slice()),
+            "versions one caller saw, in order: {seen:?}"
+        );
     }
     Ok(())
 }

@@ -187,6 +187,64 @@ async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run() -> Res
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> Result<()> {
+    const LABEL: &str = "sim.capwasm.dev/provider-version";
+    let running = cloud(instant()).await;
+    let runtime = runtime().await;
+    assert_eq!(
+        runtime.blocking(|rt| rt.info(PROVIDER)).await?.version,
+        "0.1.0"
+    );
+    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 1);
+    let before = reconcile(&runtime, &request).await?;
+
+    let (v2, previous) = runtime
+        .swap(
+            PROVIDER,
+            ProviderSource::File(guest_path("sim_infrastructure_v2.wasm")),
+            None,
+            Limits::default(),
+            Capabilities {
+                allowed_hosts: vec!["127.0.0.1".into()],
+            },
+        )
+        .await?;
+    assert_eq!(
+        previous.map(|p| p.info.version.clone()).as_deref(),
+        Some("0.1.0")
+    );
+    assert_eq!(v2.info.version, "0.2.0");
+    assert_eq!(
+        runtime.blocking(|rt| rt.info(PROVIDER)).await?.version,
+        "0.2.0"
+    );
+
+    request.instances = before.instances.clone();
+    request.replicas = 2;
+    let after = reconcile(&runtime, &request).await?;
+    assert_eq!(after.instances.len(), 2);
+    for instance in &after.instances {
+        let labels = running
+            .cloud()
+            .instance(&instance.id)
+            .map(|r| r.node_labels)
+            .unwrap_or_default();
+        let expected = if ids(&before).contains(&instance.id) {
+            None
+        } else {
+            Some("0.2.0")
+        };
+        assert_eq!(
+            labels.get(LABEL).map(String::as_str),
+            expected,
+            "{}",
+            instance.id
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances() -> Result<()> {
     let running = cloud(instant()).await;
     let runtime = runtime().await;

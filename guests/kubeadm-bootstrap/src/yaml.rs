@@ -34,24 +34,28 @@ impl Node {
 
 /// Renders `node` as the body of a YAML document, ending in a newline.
 pub fn to_string(node: &Node) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(1024);
     match node {
         Node::Str(s) => {
-            out.push_str(&quote(s));
+            quote_into(&mut out, s);
             out.push('\n');
         }
         Node::Map(entries) if entries.is_empty() => out.push_str("{}\n"),
         Node::List(items) if items.is_empty() => out.push_str("[]\n"),
-        Node::Map(entries) => write_map(&mut out, entries, 0),
+        Node::Map(entries) => write_map(&mut out, entries, 0, false),
         Node::List(items) => write_list(&mut out, items, 0),
     }
     out
 }
 
-fn write_map(out: &mut String, entries: &[(String, Node)], indent: usize) {
-    for (key, value) in entries {
-        pad(out, indent);
-        out.push_str(&key_text(key));
+/// Writes `entries` at `indent`; with `on_dash_line` the first entry goes
+/// where the caller left off (after a list item's `- `).
+fn write_map(out: &mut String, entries: &[(String, Node)], indent: usize, on_dash_line: bool) {
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 || !on_dash_line {
+            pad(out, indent);
+        }
+        key_into(out, key);
         out.push(':');
         write_value(out, value, indent);
     }
@@ -59,18 +63,15 @@ fn write_map(out: &mut String, entries: &[(String, Node)], indent: usize) {
 
 fn write_list(out: &mut String, items: &[Node], indent: usize) {
     for item in items {
+        pad(out, indent);
         match item {
-            // A mapping item starts on the dash line: render it two columns
-            // in, then put the dash into the first line's padding.
+            // A mapping item starts on the dash line, its other entries two
+            // columns in.
             Node::Map(entries) if !entries.is_empty() => {
-                let mut nested = String::new();
-                write_map(&mut nested, entries, indent + 2);
-                pad(out, indent);
                 out.push_str("- ");
-                out.push_str(nested.get(indent + 2..).unwrap_or(&nested));
+                write_map(out, entries, indent + 2, true);
             }
             _ => {
-                pad(out, indent);
                 out.push('-');
                 write_value(out, item, indent);
             }
@@ -93,14 +94,14 @@ fn write_value(out: &mut String, value: &Node, indent: usize) {
         }
         Node::Str(s) => {
             out.push(' ');
-            out.push_str(&quote(s));
+            quote_into(out, s);
             out.push('\n');
         }
         Node::Map(entries) if entries.is_empty() => out.push_str(" {}\n"),
         Node::List(items) if items.is_empty() => out.push_str(" []\n"),
         Node::Map(entries) => {
             out.push('\n');
-            write_map(out, entries, indent + 2);
+            write_map(out, entries, indent + 2, false);
         }
         Node::List(items) => {
             out.push('\n');
@@ -110,7 +111,13 @@ fn write_value(out: &mut String, value: &Node, indent: usize) {
 }
 
 fn pad(out: &mut String, indent: usize) {
-    out.extend(std::iter::repeat_n(' ', indent));
+    const SPACES: &str = "                                ";
+    let mut left = indent;
+    while left > 0 {
+        let n = left.min(SPACES.len());
+        out.push_str(&SPACES[..n]);
+        left -= n;
+    }
 }
 
 /// YAML's printable set (YAML 1.2 §5.1) less NEL, which some parsers
@@ -128,47 +135,88 @@ fn block_safe(s: &str) -> bool {
         && s.ends_with('\n')
         && !s.ends_with("\n\n")
         && !s.starts_with([' ', '\t', '\n'])
-        && s.chars().all(|c| c == '\n' || printable(c))
+        && (s.bytes().all(|b| b == b'\n' || matches!(b, 0x20..=0x7e))
+            || s.chars().all(|c| c == '\n' || printable(c)))
 }
 
 /// A double-quoted scalar; JSON-style escapes, which YAML shares.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if printable(c) => out.push(c),
-            c if u32::from(c) <= 0xffff => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", u32::from(c));
-            }
-        }
-    }
-    out.push('"');
+#[cfg(test)]
+fn quote(s: &str) -> String {
+    let mut out = String::new();
+    quote_into(&mut out, s);
     out
 }
 
-/// Keys are plain when they cannot be read as anything but a string.
-fn key_text(key: &str) -> String {
+/// Appends `s` double-quoted. Runs of characters that need no escape are
+/// copied whole, and ASCII is checked byte by byte: most scalars are one
+/// such run.
+fn quote_into(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut plain_from = 0;
+    let mut at = 0;
+    while let Some(&b) = s.as_bytes().get(at) {
+        if plain_ascii(b) {
+            at += 1;
+            continue;
+        }
+        // `at` is a character boundary: only ASCII bytes were skipped.
+        let Some(c) = s[at..].chars().next() else {
+            break;
+        };
+        let escape = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\n' => "\\n",
+            '\t' => "\\t",
+            '\r' => "\\r",
+            c if printable(c) => {
+                at += c.len_utf8();
+                continue;
+            }
+            _ => "",
+        };
+        out.push_str(&s[plain_from..at]);
+        at += c.len_utf8();
+        plain_from = at;
+        if escape.is_empty() {
+            let code = u32::from(c);
+            let _ = if code <= 0xffff {
+                write!(out, "\\u{code:04x}")
+            } else {
+                write!(out, "\\U{code:08x}")
+            };
+        } else {
+            out.push_str(escape);
+        }
+    }
+    out.push_str(&s[plain_from..]);
+    out.push('"');
+}
+
+/// Printable ASCII that a double-quoted scalar carries as is.
+fn plain_ascii(b: u8) -> bool {
+    matches!(b, 0x20..=0x7e) && b != b'"' && b != b'\\'
+}
+
+/// Appends `key`, plain when it cannot be read as anything but a string.
+fn key_into(out: &mut String, key: &str) {
     const RESERVED: [&str; 12] = [
         "y", "n", "yes", "no", "on", "off", "true", "false", "null", "~", "<<", "=",
     ];
     let plain = key
-        .chars()
+        .bytes()
         .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
         && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
-        && !RESERVED.contains(&key.to_ascii_lowercase().as_str());
-    if plain { key.to_owned() } else { quote(key) }
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'/'))
+        && !RESERVED.iter().any(|r| r.eq_ignore_ascii_case(key));
+    if plain {
+        out.push_str(key);
+    } else {
+        quote_into(out, key);
+    }
 }
 
 #[cfg(test)]
@@ -211,6 +259,12 @@ mod tests {
         assert_eq!(to_string(&leading_space), "content: \" a\\n\"\n");
         let no_final_newline = Node::map([("content", Node::str("a\nb"))]);
         assert_eq!(to_string(&no_final_newline), "content: \"a\\nb\"\n");
+    }
+
+    fn key_text(key: &str) -> String {
+        let mut out = String::new();
+        key_into(&mut out, key);
+        out
     }
 
     #[test]

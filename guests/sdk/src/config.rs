@@ -17,6 +17,11 @@ use crate::types::ProviderError;
 /// match a strict schema. Errors carry the JSON path of the value that did
 /// not fit, such as `$.caCertHashes[1]`.
 pub fn parse<T: DeserializeOwned>(config: &str) -> Result<T, ProviderError> {
+    // Tracking the path costs on every value; only a config that does not
+    // fit is parsed a second time, to say where.
+    if let Ok(value) = serde_json::from_str(config) {
+        return Ok(value);
+    }
     let mut deserializer = serde_json::Deserializer::from_str(config);
     let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = path_of(err.path());

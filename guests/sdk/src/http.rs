@@ -138,6 +138,28 @@ impl Request {
         self
     }
 
+    /// The headers sent: the caller's, and `content-length` (0 for no body)
+    /// unless the caller set it. With a declared length the body is not
+    /// chunked, so a server that answers before reading it (an early error
+    /// status) does not leave the exchange looking like a protocol error.
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        allow(dead_code, reason = "only the wasm transport sends")
+    )]
+    fn wire_headers(&self) -> Vec<(String, Vec<u8>)> {
+        let mut headers = self.headers.clone();
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        {
+            headers.push((
+                "content-length".to_owned(),
+                self.body.len().to_string().into_bytes(),
+            ));
+        }
+        headers
+    }
+
     /// Sends the request and reads the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
         let target = Target::parse(&self.url)?;
@@ -417,7 +439,7 @@ mod transport {
             )
         };
 
-        let headers = Fields::from_list(&request.headers)
+        let headers = Fields::from_list(&request.wire_headers())
             .map_err(|err| invalid(&format!("header not accepted ({err:?})")))?;
         let outgoing = OutgoingRequest::new(headers);
         outgoing
@@ -731,6 +753,24 @@ mod tests {
         assert!(matches!(denied, ProviderError::Terminal(e) if e.reason == "HttpRequestDenied"));
         let refused: ProviderError = HttpError::new(HttpErrorKind::Transport, "refused").into();
         assert!(matches!(refused, ProviderError::RetryAfter(_)));
+    }
+
+    #[test]
+    fn wire_headers_declare_the_body_length_zero_included() {
+        let length = |request: &Request| {
+            request
+                .wire_headers()
+                .into_iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                .map(|(_, value)| String::from_utf8_lossy(&value).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(length(&Request::get("http://h/")), ["0"]);
+        assert_eq!(length(&Request::post("http://h/").body("abc")), ["3"]);
+        let declared = Request::post("http://h/")
+            .header("Content-Length", "3")
+            .body("abc");
+        assert_eq!(length(&declared), ["3"], "not declared twice");
     }
 
     #[test]

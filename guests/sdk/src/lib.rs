@@ -81,10 +81,14 @@ macro_rules! export_bootstrap_provider {
 /// Exports an [`infrastructure::InfrastructureProvider`] as the component's
 /// `infrastructure-provider` world. Use it once, at the crate root, with the
 /// name of a type. The provider's name and version in `info()` are its
-/// crate's package name and version.
+/// crate's package name and version; `name = "..."` sets another name (for
+/// a second package building the same provider).
 #[macro_export]
 macro_rules! export_infrastructure_provider {
     ($ty:ident) => {
+        $crate::export_infrastructure_provider!($ty, name = ::core::env!("CARGO_PKG_NAME"));
+    };
+    ($ty:ident, name = $name:expr) => {
         const _: () = {
             use $crate::bindings::infrastructure::exports::capwasm::provider as __wit;
             use $crate::infrastructure::InfrastructureProvider as __Provider;
@@ -93,7 +97,7 @@ macro_rules! export_infrastructure_provider {
             impl $crate::bindings::infrastructure::Guest for $ty {
                 fn info() -> $crate::types::ProviderInfo {
                     $crate::types::ProviderInfo {
-                        name: ::core::env!("CARGO_PKG_NAME").into(),
+                        name: $name.into(),
                         version: ::core::env!("CARGO_PKG_VERSION").into(),
                     }
                 }

@@ -3,10 +3,17 @@
 //! HTTP API (see [`api`]); the ordinal and request-token scheme that makes
 //! repeated calls safe is in [`pool`]. Clusters need no cloud resources:
 //! their endpoint and failure domains come from the config.
+//!
+//! `sim-infrastructure-v2` builds this same source as version 0.2.0 with
+//! the `version-label` feature: the Nodes of the instances it creates carry
+//! its version, so that a hot swap can be seen on the workload cluster.
 
 mod api;
 mod config;
 mod pool;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use capwasm_provider_sdk::infrastructure::{
     ClusterRequest, ClusterState, FailureDomain, InfrastructureProvider, PoolDeleteRequest,
@@ -21,10 +28,30 @@ use pool::Pool;
 /// How long to wait for bootstrap data before asking again.
 const BOOTSTRAP_RETRY_SECONDS: u32 = 15;
 
+/// The Node label with the version of the provider that created the instance.
+#[cfg(feature = "version-label")]
+const VERSION_LABEL: &str = "sim.capwasm.dev/provider-version";
+
 struct SimInfrastructure;
 
 fn client<'a>(config: &config::Config, credentials: &'a [types::Credential]) -> Client<'a> {
     Client::new(config.region_url(), types::credential(credentials, "token"))
+}
+
+/// Labels for the Nodes of new instances: the config's, and with the
+/// `version-label` feature this build's version (which wins).
+fn node_labels(config: &config::Config) -> Cow<'_, BTreeMap<String, String>> {
+    #[cfg(feature = "version-label")]
+    {
+        let mut labels = config.node_labels.clone();
+        labels.insert(
+            VERSION_LABEL.to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        );
+        Cow::Owned(labels)
+    }
+    #[cfg(not(feature = "version-label"))]
+    Cow::Borrowed(&config.node_labels)
 }
 
 /// The cloud's name for a pool: `<namespace>/<name>` of the pool object.
@@ -47,6 +74,7 @@ impl InfrastructureProvider for SimInfrastructure {
         // one already listed, so this bounds the loop.
         let attempts = listed.len() + usize::try_from(request.replicas).unwrap_or(usize::MAX);
         let mut pool = Pool::new(key, &request.instances, listed);
+        let node_labels = node_labels(&config);
 
         for _ in 0..=attempts {
             let Some(ordinal) = pool.next_ordinal(request.replicas) else {
@@ -74,7 +102,7 @@ impl InfrastructureProvider for SimInfrastructure {
                 bootstrap_data: CreateInstance::encode_bootstrap(&bootstrap.value),
                 bootstrap_format: CreateInstance::format_name(bootstrap.format),
                 failure_domain,
-                node_labels: &config.node_labels,
+                node_labels: &node_labels,
                 instance_type: config.instance_type.as_deref(),
             })?;
             let message = if new {
@@ -158,7 +186,11 @@ impl InfrastructureProvider for SimInfrastructure {
     }
 }
 
-capwasm_provider_sdk::export_infrastructure_provider!(SimInfrastructure);
+// Named explicitly: sim-infrastructure-v2 builds this source too.
+capwasm_provider_sdk::export_infrastructure_provider!(
+    SimInfrastructure,
+    name = "sim-infrastructure"
+);
 
 #[cfg(test)]
 mod tests {

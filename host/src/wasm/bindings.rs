@@ -33,9 +33,18 @@ mod generated {
     }
 }
 
-pub(crate) use generated::bootstrap_world::{BootstrapProvider, BootstrapProviderPre};
+pub(crate) use generated::InfrastructureProviderIndices;
+pub(crate) use generated::bootstrap_world::BootstrapProviderIndices;
 pub(crate) use generated::capwasm::provider::log;
-pub(crate) use generated::{InfrastructureProvider, InfrastructureProviderPre};
+
+/// Where an exported interface's functions are, and loading them from an
+/// instance (which type-checks only that interface's functions).
+pub(crate) mod interfaces {
+    pub(crate) use super::generated::bootstrap_world::exports::capwasm::provider::bootstrap::GuestIndices as Bootstrap;
+    pub(crate) use super::generated::exports::capwasm::provider::clusters::GuestIndices as Clusters;
+    pub(crate) use super::generated::exports::capwasm::provider::machine_pools::GuestIndices as MachinePools;
+    pub(crate) use super::generated::exports::capwasm::provider::provider_ids::GuestIndices as ProviderIds;
+}
 
 /// Types shared by every interface: identities, errors, instances.
 pub mod types {

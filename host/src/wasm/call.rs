@@ -4,12 +4,13 @@
 
 use std::time::Instant;
 
+use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store, Trap};
 
-use super::bindings::{BootstrapProvider, InfrastructureProvider};
+use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
 use super::engine::deadline_ticks;
 use super::metrics::Metrics;
-use super::registry::{LoadedProvider, ProviderPre};
+use super::registry::{LoadedProvider, ProviderPre, WorldExports};
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance, ProviderError, ProviderInfo};
 use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
@@ -18,19 +19,15 @@ use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
 /// means the guest died, the inner one is its own typed answer.
 pub(crate) type GuestResult<R> = wasmtime::Result<Result<R, ProviderError>>;
 
-pub(crate) enum Bindings {
-    Bootstrap(BootstrapProvider),
-    Infrastructure(InfrastructureProvider),
-}
-
-/// Runs `export` of `provider` in a fresh instance. `body` gets the store
-/// and the instance's bindings and makes the actual call.
+/// Runs `export` of `provider` in a fresh instance. `body` gets the store,
+/// the instance and where the provider's exports are, and makes the actual
+/// call, or returns `None` if the provider's world has no such export.
 pub(crate) fn run<R: OutputSize>(
     engine: &Engine,
     provider: &LoadedProvider,
     export: &'static str,
     metrics: Option<&Metrics>,
-    body: impl FnOnce(&mut Store<CallState>, &Bindings) -> Option<GuestResult<R>>,
+    body: impl FnOnce(&mut Store<CallState>, &ComponentInstance, &ProviderPre) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
     let span = tracing::debug_span!("guest_call", provider = provider.name(), digest = %provider.digest, export, outcome = tracing::field::Empty);
     let _entered = span.enter();
@@ -42,17 +39,13 @@ pub(crate) fn run<R: OutputSize>(
     };
     span.record("outcome", outcome);
     if let Some(metrics) = metrics {
-        metrics.record_call(provider.name(), export, outcome, started.elapsed());
+        metrics.record_call(&provider.name, export, outcome, started.elapsed());
     }
     result
 }
 
-fn run_unmetered<R: OutputSize>(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    export: &'static str,
-    body: impl FnOnce(&mut Store<CallState>, &Bindings) -> Option<GuestResult<R>>,
-) -> Result<R, CallError> {
+/// A store for one call under the provider's limits.
+fn store(engine: &Engine, provider: &LoadedProvider) -> Store<CallState> {
     let limits = &provider.limits;
     let mut store = Store::new(
         engine,
@@ -60,15 +53,19 @@ fn run_unmetered<R: OutputSize>(
     );
     store.limiter(|state| &mut state.limiter);
     store.set_epoch_deadline(deadline_ticks(limits.deadline));
+    store
+}
 
-    let instantiated = match &provider.pre {
-        ProviderPre::Bootstrap(pre) => pre.instantiate(&mut store).map(Bindings::Bootstrap),
-        ProviderPre::Infrastructure(pre) => {
-            pre.instantiate(&mut store).map(Bindings::Infrastructure)
-        }
-    };
-    let bindings = match instantiated {
-        Ok(bindings) => bindings,
+fn run_unmetered<R: OutputSize>(
+    engine: &Engine,
+    provider: &LoadedProvider,
+    export: &'static str,
+    body: impl FnOnce(&mut Store<CallState>, &ComponentInstance, &ProviderPre) -> Option<GuestResult<R>>,
+) -> Result<R, CallError> {
+    let limits = &provider.limits;
+    let mut store = store(engine, provider);
+    let instance = match provider.pre.instance.instantiate(&mut store) {
+        Ok(instance) => instance,
         Err(source) if store.data().limiter.hit => {
             drop(source);
             return Err(memory_limit(provider, export));
@@ -81,7 +78,7 @@ fn run_unmetered<R: OutputSize>(
             });
         }
     };
-    let Some(outcome) = body(&mut store, &bindings) else {
+    let Some(outcome) = body(&mut store, &instance, &provider.pre) else {
         return Err(CallError::WrongWorld {
             provider: provider.name().to_owned(),
             world: provider.world.as_str(),
@@ -110,6 +107,27 @@ fn run_unmetered<R: OutputSize>(
         }),
         Err(trap) => Err(classify(provider, export, &store, &trap)),
     }
+}
+
+/// Type-checks every export against the provider's world, as the generated
+/// bindings do on each instantiation; loading does it once, so that calls
+/// check only the export they make.
+pub(crate) fn check_export_types(
+    engine: &Engine,
+    provider: &LoadedProvider,
+) -> wasmtime::Result<()> {
+    let mut store = store(engine, provider);
+    let pre = &provider.pre.instance;
+    let instance = pre.instantiate(&mut store)?;
+    match provider.pre.world {
+        WorldExports::Bootstrap(_) => {
+            BootstrapProviderIndices::new(pre)?.load(&mut store, &instance)?;
+        }
+        WorldExports::Infrastructure(_) => {
+            InfrastructureProviderIndices::new(pre)?.load(&mut store, &instance)?;
+        }
+    }
+    Ok(())
 }
 
 /// Sorts a dead guest into deadline, memory or plain trap. A memory-capped
@@ -160,11 +178,13 @@ pub(crate) fn info(
     provider: &LoadedProvider,
     metrics: Option<&Metrics>,
 ) -> Result<ProviderInfo, CallError> {
-    run(engine, provider, "info", metrics, |store, bindings| {
-        Some(match bindings {
-            Bindings::Bootstrap(b) => b.call_info(store).map(Ok),
-            Bindings::Infrastructure(b) => b.call_info(store).map(Ok),
-        })
+    run(engine, provider, "info", metrics, |store, instance, pre| {
+        Some(
+            instance
+                .get_typed_func::<(), (ProviderInfo,)>(&mut *store, &pre.info)
+                .and_then(|f| f.call(store, ()))
+                .map(|(info,)| Ok(info)),
+        )
     })
 }
 
@@ -178,11 +198,13 @@ pub(crate) fn config_schema(
         provider,
         "config-schema",
         metrics,
-        |store, bindings| {
-            Some(match bindings {
-                Bindings::Bootstrap(b) => b.call_config_schema(store).map(Ok),
-                Bindings::Infrastructure(b) => b.call_config_schema(store).map(Ok),
-            })
+        |store, instance, pre| {
+            Some(
+                instance
+                    .get_typed_func::<(), (String,)>(&mut *store, &pre.config_schema)
+                    .and_then(|f| f.call(store, ()))
+                    .map(|(schema,)| Ok(schema)),
+            )
         },
     )
 }

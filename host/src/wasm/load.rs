@@ -10,7 +10,6 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::{BootstrapProviderPre, InfrastructureProviderPre};
 use super::cache::PrecompiledCache;
 use super::limits::{Capabilities, Limits};
 use super::registry::{LoadedProvider, ProviderPre};
@@ -98,14 +97,7 @@ pub(crate) fn load(
         source,
     };
     let instance_pre = linker.instantiate_pre(&compiled.component).map_err(link)?;
-    let pre = match world {
-        World::Bootstrap => {
-            ProviderPre::Bootstrap(BootstrapProviderPre::new(instance_pre).map_err(link)?)
-        }
-        World::Infrastructure => {
-            ProviderPre::Infrastructure(InfrastructureProviderPre::new(instance_pre).map_err(link)?)
-        }
-    };
+    let pre = ProviderPre::new(instance_pre, world).map_err(link)?;
     // Check: one real instantiation and two calls under the provider's own limits.
     let mut provider = LoadedProvider {
         name: request.name,
@@ -126,6 +118,7 @@ pub(crate) fn load(
     };
     let check = |e| Error::Check(Box::new(e));
     provider.info = call::info(engine, &provider, None).map_err(check)?;
+    call::check_export_types(engine, &provider).map_err(link)?;
     let schema = call::config_schema(engine, &provider, None).map_err(check)?;
     provider.config_schema =
         serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&schema)

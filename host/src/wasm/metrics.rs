@@ -1,6 +1,7 @@
 //! Per-provider call figures for Prometheus. Labels are bounded: providers
 //! are configuration (ProviderModules), exports and outcomes are closed sets.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -11,14 +12,16 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
-    provider: String,
+    // Shared with the loaded provider: building the labels on every call
+    // is a reference-count increment, not an allocation.
+    provider: Arc<str>,
     export: &'static str,
     outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ExportLabels {
-    provider: String,
+    provider: Arc<str>,
     export: &'static str,
 }
 
@@ -48,21 +51,21 @@ impl Metrics {
 
     pub(crate) fn record_call(
         &self,
-        provider: &str,
+        provider: &Arc<str>,
         export: &'static str,
         outcome: &'static str,
         elapsed: Duration,
     ) {
         self.calls
             .get_or_create(&CallLabels {
-                provider: provider.to_owned(),
+                provider: provider.clone(),
                 export,
                 outcome,
             })
             .inc();
         self.duration
             .get_or_create(&ExportLabels {
-                provider: provider.to_owned(),
+                provider: provider.clone(),
                 export,
             })
             .observe(elapsed.as_secs_f64());
@@ -72,7 +75,7 @@ impl Metrics {
     pub fn calls(&self, provider: &str, export: &'static str, outcome: &'static str) -> u64 {
         self.calls
             .get(&CallLabels {
-                provider: provider.to_owned(),
+                provider: provider.into(),
                 export,
                 outcome,
             })

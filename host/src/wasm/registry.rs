@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use super::bindings::{BootstrapProviderPre, InfrastructureProviderPre};
+use wasmtime::component::{ComponentExportIndex, InstancePre};
+
+use super::bindings::interfaces;
 use super::limits::{Capabilities, Limits};
 use super::load::World;
 use super::state::CallState;
@@ -34,9 +36,52 @@ pub struct LoadedProvider {
     pub from_cache: bool,
 }
 
-pub(crate) enum ProviderPre {
-    Bootstrap(BootstrapProviderPre<CallState>),
-    Infrastructure(InfrastructureProviderPre<CallState>),
+/// The pre-instantiated component and where its exports are. Loading
+/// type-checked every export against the world, so a call checks only the
+/// one it makes (the generated bindings would check them all, every time).
+pub(crate) struct ProviderPre {
+    pub(crate) instance: InstancePre<CallState>,
+    pub(crate) info: ComponentExportIndex,
+    pub(crate) config_schema: ComponentExportIndex,
+    pub(crate) world: WorldExports,
+}
+
+pub(crate) enum WorldExports {
+    Bootstrap(interfaces::Bootstrap),
+    Infrastructure(InfrastructureExports),
+}
+
+pub(crate) struct InfrastructureExports {
+    pub(crate) machine_pools: interfaces::MachinePools,
+    pub(crate) clusters: interfaces::Clusters,
+    pub(crate) provider_ids: interfaces::ProviderIds,
+}
+
+impl ProviderPre {
+    /// Finds the exports of `world`; fails if one is missing.
+    pub(crate) fn new(instance: InstancePre<CallState>, world: World) -> wasmtime::Result<Self> {
+        let func = |name: &str| {
+            instance
+                .component()
+                .get_export_index(None, name)
+                .ok_or_else(|| wasmtime::format_err!("no export named `{name}`"))
+        };
+        let (info, config_schema) = (func("info")?, func("config-schema")?);
+        let world = match world {
+            World::Bootstrap => WorldExports::Bootstrap(interfaces::Bootstrap::new(&instance)?),
+            World::Infrastructure => WorldExports::Infrastructure(InfrastructureExports {
+                machine_pools: interfaces::MachinePools::new(&instance)?,
+                clusters: interfaces::Clusters::new(&instance)?,
+                provider_ids: interfaces::ProviderIds::new(&instance)?,
+            }),
+        };
+        Ok(Self {
+            instance,
+            info,
+            config_schema,
+            world,
+        })
+    }
 }
 
 impl LoadedProvider {

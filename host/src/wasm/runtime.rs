@@ -4,19 +4,19 @@
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasSelf, Instance as ComponentInstance, Linker};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 use wasmtime_wasi::p2::bindings::cli;
 
-use super::bindings::{InfrastructureProvider, log, types};
+use super::bindings::{log, types};
 use super::cache::PrecompiledCache;
-use super::call::{Bindings, GuestResult};
+use super::call::GuestResult;
 use super::engine::{self, EpochTicker};
 use super::limits::{Capabilities, Limits};
 use super::load::{self, LoadRequest, ProviderSource};
 use super::metrics::Metrics;
-use super::registry::{LoadedProvider, Registry};
+use super::registry::{InfrastructureExports, LoadedProvider, ProviderPre, Registry, WorldExports};
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
 use super::{CallError, Error, bootstrap, call, clusters, machine_pools};
@@ -162,13 +162,17 @@ impl Runtime {
     }
 
     /// Runs `export` of the current version of `provider`; `body` makes the
-    /// call on the instance's bindings, or returns `None` if the provider's
-    /// world has no such export.
+    /// call on the instance, or returns `None` if the provider's world has no
+    /// such export.
     fn call<R: call::OutputSize>(
         &self,
         provider: &str,
         export: &'static str,
-        body: impl FnOnce(&mut Store<CallState>, &Bindings) -> Option<GuestResult<R>>,
+        body: impl FnOnce(
+            &mut Store<CallState>,
+            &ComponentInstance,
+            &ProviderPre,
+        ) -> Option<GuestResult<R>>,
     ) -> Result<R, CallError> {
         call::run(
             &self.inner.engine,
@@ -197,11 +201,13 @@ impl Runtime {
         self.call(
             provider,
             "bootstrap.generate",
-            |store, bindings| match bindings {
-                Bindings::Bootstrap(b) => {
-                    Some(b.capwasm_provider_bootstrap().call_generate(store, request))
-                }
-                Bindings::Infrastructure(_) => None,
+            |store, instance, pre| match &pre.world {
+                WorldExports::Bootstrap(bootstrap) => Some(
+                    bootstrap
+                        .load(&mut *store, instance)
+                        .and_then(|b| b.call_generate(store, request)),
+                ),
+                WorldExports::Infrastructure(_) => None,
             },
         )
     }
@@ -212,8 +218,9 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
-        self.infrastructure(provider, "machine-pools.reconcile", |store, b| {
-            b.capwasm_provider_machine_pools()
+        self.infrastructure(provider, "machine-pools.reconcile", |store, i, x| {
+            x.machine_pools
+                .load(&mut *store, i)?
                 .call_reconcile(store, request)
         })
     }
@@ -224,8 +231,9 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::DeleteRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        self.infrastructure(provider, "machine-pools.delete", |store, b| {
-            b.capwasm_provider_machine_pools()
+        self.infrastructure(provider, "machine-pools.delete", |store, i, x| {
+            x.machine_pools
+                .load(&mut *store, i)?
                 .call_delete(store, request)
         })
     }
@@ -236,8 +244,10 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
-        self.infrastructure(provider, "clusters.reconcile", |store, b| {
-            b.capwasm_provider_clusters().call_reconcile(store, request)
+        self.infrastructure(provider, "clusters.reconcile", |store, i, x| {
+            x.clusters
+                .load(&mut *store, i)?
+                .call_reconcile(store, request)
         })
     }
 
@@ -247,8 +257,8 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        self.infrastructure(provider, "clusters.delete", |store, b| {
-            b.capwasm_provider_clusters().call_delete(store, request)
+        self.infrastructure(provider, "clusters.delete", |store, i, x| {
+            x.clusters.load(&mut *store, i)?.call_delete(store, request)
         })
     }
 
@@ -259,16 +269,18 @@ impl Runtime {
         config: &str,
         instance: &Instance,
     ) -> Result<String, CallError> {
-        self.infrastructure(provider, "provider-ids.provider-id", |store, b| {
-            b.capwasm_provider_provider_ids()
+        self.infrastructure(provider, "provider-ids.provider-id", |store, i, x| {
+            x.provider_ids
+                .load(&mut *store, i)?
                 .call_provider_id(store, config, instance)
         })
     }
 
     /// `provider-ids.owns` of `provider`.
     pub fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
-        self.infrastructure(provider, "provider-ids.owns", |store, b| {
-            b.capwasm_provider_provider_ids()
+        self.infrastructure(provider, "provider-ids.owns", |store, i, x| {
+            x.provider_ids
+                .load(&mut *store, i)?
                 .call_owns(store, provider_id)
                 .map(Ok)
         })
@@ -279,11 +291,15 @@ impl Runtime {
         &self,
         provider: &str,
         export: &'static str,
-        body: impl FnOnce(&mut Store<CallState>, &InfrastructureProvider) -> GuestResult<R>,
+        body: impl FnOnce(
+            &mut Store<CallState>,
+            &ComponentInstance,
+            &InfrastructureExports,
+        ) -> GuestResult<R>,
     ) -> Result<R, CallError> {
-        self.call(provider, export, |store, bindings| match bindings {
-            Bindings::Infrastructure(b) => Some(body(store, b)),
-            Bindings::Bootstrap(_) => None,
+        self.call(provider, export, |store, instance, pre| match &pre.world {
+            WorldExports::Infrastructure(exports) => Some(body(store, instance, exports)),
+            WorldExports::Bootstrap(_) => None,
         })
     }
 }

@@ -15,6 +15,18 @@ impl Host for CallState {
             return;
         }
         self.log_lines_left -= 1;
+        // Formatting the fields allocates; a line the subscriber drops
+        // (most guest lines, at the default level) must not cost that.
+        let enabled = match level {
+            Level::Trace => tracing::enabled!(target: "capwasm::guest", tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(target: "capwasm::guest", tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(target: "capwasm::guest", tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(target: "capwasm::guest", tracing::Level::WARN),
+            Level::Error => tracing::enabled!(target: "capwasm::guest", tracing::Level::ERROR),
+        };
+        if !enabled {
+            return;
+        }
         let message = truncate(&message, MAX_MESSAGE_BYTES);
         let fields: Vec<String> = fields
             .iter()
