@@ -157,7 +157,8 @@ impl Runtime {
             .ok_or_else(|| CallError::NotLoaded(name.to_owned()))
     }
 
-    fn metrics(&self) -> Option<&Metrics> {
+    /// The call figures, if the runtime records them.
+    pub fn metrics(&self) -> Option<&Metrics> {
         self.inner.metrics.as_ref()
     }
 

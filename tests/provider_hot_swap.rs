@@ -1,0 +1,279 @@
+//! Swapping a provider's code while the operator runs: by changing the
+//! ProviderModule, or the ConfigMap it loads from. The new version serves
+//! the next call, nothing fails in between, and a broken one never replaces
+//! a working one.
+
+use std::collections::BTreeMap;
+
+use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::{ProviderModule, WasmMachinePool};
+use capwasm::testing::guest_path;
+use capwasm::testing::objects::ProviderModuleBuilder;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use testenv::flows::{Apis, wait_for, wait_for_pool};
+use testenv::{Stack, TestEnv};
+
+/// The label sim-infrastructure 0.2.0 puts on the Nodes of instances it creates.
+const V2_LABEL: &str = "sim.capwasm.dev/provider-version";
+
+/// Not one call of `module` failed, and no pool reconcile failed: no trap,
+/// timeout, missing provider, provider error or API error.
+fn assert_no_failed_calls(stack: &Stack, module: &str) {
+    let guest = stack.context.runtime.metrics().unwrap();
+    for outcome in [
+        "trap",
+        "timeout",
+        "memory_limit",
+        "output_too_large",
+        "instantiate",
+        "not_loaded",
+        "terminal",
+        "invalid_config",
+    ] {
+        assert_eq!(
+            guest.calls(module, "machine-pools.reconcile", outcome),
+            0,
+            "{outcome}"
+        );
+    }
+    for error in [
+        "trap",
+        "timeout",
+        "instantiate",
+        "not_loaded",
+        "get",
+        "write",
+        "reference",
+    ] {
+        assert_eq!(
+            stack.context.metrics.failures("wasmmachinepool", error),
+            0,
+            "{error}"
+        );
+        assert_eq!(
+            stack.context.metrics.failures("machinepool", error),
+            0,
+            "{error}"
+        );
+    }
+}
+
+/// Waits until module `name` is Ready with `digest` in service, and returns it.
+async fn module_serving(api: &Api<ProviderModule>, name: &str, digest: &str) -> ProviderModule {
+    wait_for(
+        api,
+        name,
+        &format!("{digest} is in service"),
+        |m: Option<&ProviderModule>| {
+            m.and_then(|m| m.status.as_ref()).is_some_and(|s| {
+                s.phase.as_deref() == Some("Ready") && s.active_digest.as_deref() == Some(digest)
+            })
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn digest_of(file: &str) -> String {
+    capwasm::wasm::digest_of(&std::fs::read(guest_path(file)).unwrap())
+}
+
+#[tokio::test]
+async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves_the_new_code() {
+    let env = TestEnv::shared().await.unwrap();
+    let stack = Stack::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let workload = env.workload().unwrap();
+    let ns = env.management().create_namespace("swap").await.unwrap();
+    let apis = Apis::new(&client, &ns);
+    let modules = stack.modules(&client, &ns).await.unwrap();
+    stack
+        .create_cluster(&client, workload, &ns, "c1", &modules)
+        .await
+        .unwrap();
+    stack
+        .create_pool(&client, &ns, "pool", "c1", 2, &modules)
+        .await
+        .unwrap();
+    let before = wait_for_pool(&apis.pools, "pool", "Running", 2)
+        .await
+        .status
+        .unwrap()
+        .node_refs;
+    let (v1, v2) = (
+        digest_of("sim_infrastructure.wasm"),
+        digest_of("sim_infrastructure_v2.wasm"),
+    );
+
+    // Scale, and swap while the scale is under way.
+    apis.pools
+        .patch_scale(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 4 } })),
+        )
+        .await
+        .unwrap();
+    let path = guest_path("sim_infrastructure_v2.wasm")
+        .to_string_lossy()
+        .into_owned();
+    let swap = json!({ "spec": { "source": { "file": { "path": path } }, "sha256": v2 } });
+    let module_api: Api<ProviderModule> = Api::all(client.clone());
+    module_api
+        .patch(
+            &modules.infrastructure,
+            &PatchParams::default(),
+            &Patch::Merge(swap),
+        )
+        .await
+        .unwrap();
+    let swapped = module_serving(&module_api, &modules.infrastructure, &v2).await;
+    let status = swapped.status.unwrap();
+    assert_eq!(status.previous_digest.as_deref(), Some(v1.as_str()));
+    assert_eq!(status.version.as_deref(), Some("0.2.0"));
+
+    let after = wait_for_pool(&apis.pools, "pool", "Running", 4)
+        .await
+        .status
+        .unwrap()
+        .node_refs;
+    wait_for(
+        &apis.infra_pools,
+        "pool",
+        "the pool records the new code",
+        |p: Option<&WasmMachinePool>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.common.served_by.as_ref())
+                .is_some_and(|s| s.digest == v2 && s.version == "0.2.0")
+        },
+    )
+    .await;
+    assert_no_failed_calls(stack, &modules.infrastructure);
+
+    // The next machine is made by v2: its Node carries v2's label; the
+    // Nodes from before the swap were left as they were.
+    apis.pools
+        .patch_scale(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 5 } })),
+        )
+        .await
+        .unwrap();
+    let five = wait_for_pool(&apis.pools, "pool", "Running", 5)
+        .await
+        .status
+        .unwrap()
+        .node_refs;
+    let nodes: Api<Node> = Api::all(workload.client().unwrap());
+    for node_ref in &five {
+        let node = nodes.get(node_ref.name.as_deref().unwrap()).await.unwrap();
+        let label = node
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(V2_LABEL)
+            .cloned();
+        if before.contains(node_ref) {
+            assert_eq!(label, None, "a Node from before the swap");
+        } else if !after.contains(node_ref) {
+            assert_eq!(
+                label.as_deref(),
+                Some("0.2.0"),
+                "the Node made after the swap"
+            );
+        }
+    }
+    assert_no_failed_calls(stack, &modules.infrastructure);
+}
+
+#[tokio::test]
+async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_code_when_it_breaks()
+{
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let ns = env
+        .management()
+        .create_namespace("configmap")
+        .await
+        .unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let bytes = |file: &str| ByteString(std::fs::read(guest_path(file)).unwrap());
+    let config_map = |data: ByteString| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("sim".into()),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some(BTreeMap::from([("component.wasm".to_owned(), data)])),
+        ..ConfigMap::default()
+    };
+    config_maps
+        .create(
+            &PostParams::default(),
+            &config_map(bytes("sim_infrastructure.wasm")),
+        )
+        .await
+        .unwrap();
+    let name = format!("{ns}-sim");
+    let module = ProviderModuleBuilder::file(&name, ProviderWorld::Infrastructure, "/unused")
+        .config_map(&ns, "sim", "component.wasm")
+        .build();
+    let modules: Api<ProviderModule> = Api::all(client.clone());
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .unwrap();
+    let (v1, v2) = (
+        digest_of("sim_infrastructure.wasm"),
+        digest_of("sim_infrastructure_v2.wasm"),
+    );
+    module_serving(&modules, &name, &v1).await;
+
+    let replace =
+        |data: ByteString| Patch::Merge(json!({ "binaryData": { "component.wasm": data } }));
+    config_maps
+        .patch(
+            "sim",
+            &PatchParams::default(),
+            &replace(bytes("sim_infrastructure_v2.wasm")),
+        )
+        .await
+        .unwrap();
+    let swapped = module_serving(&modules, &name, &v2).await;
+    assert_eq!(
+        swapped.status.unwrap().previous_digest.as_deref(),
+        Some(v1.as_str())
+    );
+
+    config_maps
+        .patch(
+            "sim",
+            &PatchParams::default(),
+            &replace(ByteString(b"not a component".to_vec())),
+        )
+        .await
+        .unwrap();
+    let failed = wait_for(
+        &modules,
+        &name,
+        "the broken version is refused",
+        |m: Option<&ProviderModule>| {
+            m.and_then(|m| m.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Failed")
+        },
+    )
+    .await
+    .unwrap()
+    .status
+    .unwrap();
+    assert_eq!(failed.active_digest.as_deref(), Some(v2.as_str()));
+    assert!(failed.message.unwrap().contains("stays in service"));
+    let stack = Stack::shared().await.unwrap();
+    let in_service = stack.context.runtime.registry().get(&name).unwrap();
+    assert_eq!(in_service.digest, v2);
+}
