@@ -49,6 +49,7 @@ test: lint guests
 	@log=$$(mktemp) && trap 'rm -f "$$log"' EXIT && \
 	  assets=$$($(CONTROLPLANE) --verbose) && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
+	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \
 	  awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "make test: %d passed, %d failed\n", passed, failed }' "$$log"
 

@@ -8,6 +8,7 @@
 pub mod api;
 pub mod cli;
 pub mod controllers;
+pub mod leader;
 pub mod operator;
 pub mod report;
 pub mod simcloud;

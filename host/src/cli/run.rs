@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::MachinePool;
 use crate::controllers::{Controllers, Settings};
+use crate::leader::{self, Election};
 use crate::operator::{Config, Operator};
 use crate::wasm::{PrecompiledCache, RuntimeSettings};
 
@@ -40,9 +41,16 @@ pub struct Args {
     /// The most memory any provider may be given, in MiB.
     #[arg(long, default_value_t = 256, value_name = "MIB")]
     max_provider_memory_mib: usize,
-    /// The pod's name, for Events (from the downward API in a Deployment).
+    /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
+    /// Run the controllers only while holding the leader Lease, so that
+    /// several replicas can run with one active.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    leader_elect: bool,
+    /// The namespace of the leader Lease; by default the pod's own, else `capwasm-system`.
+    #[arg(long, value_name = "NAMESPACE")]
+    leader_election_namespace: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -81,6 +89,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
+    let election_client = client.clone();
     let operator = Operator::new(client, config).context("cannot start the provider runtime")?;
     let ready = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
@@ -98,11 +107,54 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         metrics = %args.metrics_bind_address,
         "capwasm is running"
     );
+    // Followers are ready too: readiness is about serving, not leading.
     ready.store(true, Ordering::Relaxed);
-    operator.run(shutdown_signal()).await;
+    let result = if args.leader_elect {
+        let election = Election::new(leader_namespace(args), identity(args));
+        let mut leadership = tokio::select! {
+            leadership = leader::acquire(election_client, &election) => leadership?,
+            () = shutdown_signal() => return Ok(()),
+        };
+        let lost = tokio::select! {
+            () = operator.run(shutdown_signal()) => false,
+            () = leadership.lost() => true,
+        };
+        if lost {
+            Err(anyhow::anyhow!(
+                "lost the leader Lease {}/{}: exiting so that only the new leader reconciles",
+                election.namespace,
+                election.lease
+            ))
+        } else {
+            leadership.release().await;
+            Ok(())
+        }
+    } else {
+        operator.run(shutdown_signal()).await;
+        Ok(())
+    };
     server.abort();
     tracing::info!("capwasm stopped");
-    Ok(())
+    result
+}
+
+/// The leader Lease's namespace: the flag, the pod's own, or `capwasm-system`.
+fn leader_namespace(args: &Args) -> String {
+    args.leader_election_namespace.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            .map(|ns| ns.trim().to_owned())
+            .ok()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| "capwasm-system".into())
+    })
+}
+
+/// This replica's identity in the Lease: its pod name, or host name and process id.
+fn identity(args: &Args) -> String {
+    args.instance.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    })
 }
 
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
