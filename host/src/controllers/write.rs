@@ -87,8 +87,37 @@ where
     Ok(())
 }
 
-/// Removes `finalizer` from `object`, failing (409) if the object changed
-/// since it was read, so no other controller's finalizer is ever dropped.
+/// Merge-patches `metadata` (finalizers, owner references, labels) into
+/// `object`'s, failing (409) if the object changed since it was read: lists
+/// are replaced whole, so another writer's entry is never dropped unseen.
+pub async fn metadata<K>(
+    ctx: &Context,
+    controller: &'static str,
+    object: &K,
+    mut metadata: serde_json::Value,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+{
+    metadata["resourceVersion"] = object.resource_version().into();
+    let name = object.name_any();
+    K::api(ctx.client.clone(), object)
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "metadata": metadata })),
+        )
+        .await
+        .map_err(|source| Error::Write {
+            what: "metadata",
+            name,
+            source,
+        })?;
+    ctx.metrics.write(controller, "metadata");
+    Ok(())
+}
+
+/// Removes `finalizer` from `object` without touching any other.
 pub async fn remove_finalizer<K>(
     ctx: &Context,
     controller: &'static str,
@@ -106,23 +135,7 @@ where
         .iter()
         .filter(|f| *f != finalizer)
         .collect();
-    let patch = json!({
-        "metadata": {
-            "finalizers": remaining,
-            "resourceVersion": object.resource_version(),
-        }
-    });
-    let name = object.name_any();
-    K::api(ctx.client.clone(), object)
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|source| Error::Write {
-            what: "finalizers",
-            name,
-            source,
-        })?;
-    ctx.metrics.write(controller, "finalizers");
-    Ok(())
+    metadata(ctx, controller, object, json!({ "finalizers": remaining })).await
 }
 
 /// How to reach an object of a kind: in its namespace, or cluster-wide.

@@ -109,8 +109,9 @@ pub fn error_policy(pool: Arc<MachinePool>, error: &Error, ctx: Arc<Context>) ->
     ctx.error_action(CONTROLLER, &pool.uid().unwrap_or_default(), error)
 }
 
-/// Finalizer, cluster-name label and the Cluster as (non-controller) owner,
-/// in one apply and only if one of them is missing.
+/// Finalizer, cluster-name label and the Cluster as (non-controller) owner
+/// — replacing a reference to an earlier Cluster of the same name — in one
+/// write, and only if one of them is missing. Whether it wrote.
 async fn ensure_metadata(
     pool: &MachinePool,
     cluster: &Cluster,
@@ -123,25 +124,36 @@ async fn ensure_metadata(
         uid: cluster.uid().unwrap_or_default(),
         ..OwnerReference::default()
     };
-    let finalized = pool.finalizers().iter().any(|f| f == FINALIZER);
+    let mut finalizers = pool.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.into());
+    }
+    let same_cluster = |r: &OwnerReference| {
+        r.kind == owner.kind
+            && r.name == owner.name
+            && r.api_version.split('/').next() == Some(crate::api::CLUSTER_API_GROUP)
+    };
+    let mut owners: Vec<OwnerReference> = pool
+        .owner_references()
+        .iter()
+        .filter(|r| !same_cluster(r) || r.uid == owner.uid)
+        .cloned()
+        .collect();
+    if !owners.iter().any(|r| r.uid == owner.uid) {
+        owners.push(owner);
+    }
     let labelled = pool.labels().get(labels::CLUSTER_NAME) == Some(&pool.spec.cluster_name);
-    if finalized && labelled && pool.owner_references().contains(&owner) {
+    if labelled && finalizers == pool.finalizers() && owners == pool.owner_references() {
         return Ok(false);
     }
-    write::fields(
-        ctx,
-        CONTROLLER,
-        FIELD_MANAGER,
-        pool,
-        "metadata",
-        json!({ "metadata": {
-            "finalizers": [FINALIZER],
-            "labels": { labels::CLUSTER_NAME: pool.spec.cluster_name },
-            "ownerReferences": [owner],
-        } }),
-    )
-    .await
-    .map(|()| true)
+    let metadata = json!({
+        "finalizers": finalizers,
+        "labels": { labels::CLUSTER_NAME: pool.spec.cluster_name },
+        "ownerReferences": owners,
+    });
+    write::metadata(ctx, CONTROLLER, pool, metadata)
+        .await
+        .map(|()| true)
 }
 
 /// Records what the bootstrap and infrastructure phases copied, in one apply

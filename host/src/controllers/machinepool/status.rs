@@ -117,9 +117,11 @@ pub fn refs_current<N: Deref<Target = Node>>(
     })
 }
 
-/// The strategic merge patch that gives a pool's Node the Cluster API
-/// annotations and removes the uninitialized taint; `None` if it has both
-/// already. Node labels are not touched (upstream).
+/// The merge patch that gives a pool's Node the Cluster API annotations
+/// and removes the uninitialized taint; `None` if it has both already.
+/// Taints are an atomic list, so the patch carries the remaining ones and
+/// the Node's resourceVersion: it fails rather than drop a taint added
+/// meanwhile. Node labels are not touched (upstream).
 pub fn node_patch(node: &Node, cluster: &str, namespace: &str, pool: &str) -> Option<Value> {
     let wanted = BTreeMap::from([
         (annotations::NODE_CLUSTER_NAME, cluster),
@@ -132,23 +134,25 @@ pub fn node_patch(node: &Node, cluster: &str, namespace: &str, pool: &str) -> Op
         .into_iter()
         .filter(|(k, v)| current.get(*k).map(String::as_str) != Some(*v))
         .collect();
-    let tainted = node
+    let taints = node
         .spec
         .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|taints| {
-            taints
-                .iter()
-                .any(|t| t.key == NODE_UNINITIALIZED_TAINT && t.effect == "NoSchedule")
-        });
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let uninitialized = |t: &k8s_openapi::api::core::v1::Taint| {
+        t.key == NODE_UNINITIALIZED_TAINT && t.effect == "NoSchedule"
+    };
+    let tainted = taints.iter().any(uninitialized);
     if missing.is_empty() && !tainted {
         return None;
     }
-    let mut patch = json!({ "metadata": { "annotations": missing } });
+    let mut patch = json!({ "metadata": {
+        "annotations": missing,
+        "resourceVersion": node.metadata.resource_version,
+    } });
     if tainted {
-        patch["spec"] = json!({ "taints": [
-            { "key": NODE_UNINITIALIZED_TAINT, "effect": "NoSchedule", "$patch": "delete" }
-        ] });
+        let remaining: Vec<_> = taints.into_iter().filter(|t| !uninitialized(t)).collect();
+        patch["spec"] = json!({ "taints": remaining });
     }
     Some(patch)
 }
@@ -296,17 +300,26 @@ mod tests {
     #[test]
     fn node_patch_adds_annotations_removes_the_taint_and_is_none_when_done() {
         let mut fresh = node("a", "p", None);
-        fresh.spec.as_mut().unwrap().taints = Some(vec![Taint {
-            key: NODE_UNINITIALIZED_TAINT.into(),
-            effect: "NoSchedule".into(),
+        let taint = |key: &str, effect: &str| Taint {
+            key: key.into(),
+            effect: effect.into(),
             ..Taint::default()
-        }]);
+        };
+        fresh.spec.as_mut().unwrap().taints = Some(vec![
+            taint(NODE_UNINITIALIZED_TAINT, "NoSchedule"),
+            taint("other", "NoExecute"),
+        ]);
+        fresh.metadata.resource_version = Some("7".into());
         let patch = node_patch(&fresh, "c", "ns", "pool").unwrap();
         assert_eq!(
             patch["metadata"]["annotations"][annotations::NODE_OWNER_KIND],
             "MachinePool"
         );
-        assert_eq!(patch["spec"]["taints"][0]["$patch"], "delete");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            patch["spec"]["taints"],
+            json!([{ "key": "other", "effect": "NoExecute" }])
+        );
 
         let mut done = node("a", "p", None);
         done.metadata.annotations = Some(

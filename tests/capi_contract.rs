@@ -1,0 +1,908 @@
+//! Upstream Cluster API's given→expect checks (reference/capi-behavior.md §5)
+//! against generic provider kinds the test plays itself: it writes their
+//! status the way a bootstrap or infrastructure provider would, and Nodes in
+//! the workload cluster the way a kubelet would. Numbers refer to §5.
+
+use std::collections::BTreeMap;
+
+use capwasm::api::{ContractVersionedObjectReference, MachinePool};
+use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use testenv::flows::{Apis, condition, create, wait_for};
+use testenv::{Stack, TestEnv};
+
+const BOOTSTRAP: &str = "bootstrap.test.capwasm.dev";
+const INFRASTRUCTURE: &str = "infrastructure.test.capwasm.dev";
+
+/// A namespace with the test kinds installed, a Cluster `c1` (no
+/// infrastructure, an endpoint, a kubeconfig for the workload server) and
+/// the shared operator running.
+struct World {
+    client: Client,
+    workload: Client,
+    ns: String,
+    apis: Apis,
+}
+
+impl World {
+    async fn new(prefix: &str) -> Self {
+        let env = TestEnv::shared().await.unwrap();
+        Stack::shared().await.unwrap();
+        let client = env.management().client().unwrap();
+        let fixtures =
+            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/contract"));
+        testenv::install_crds(&client, &[fixtures]).await.unwrap();
+        let ns = env.management().create_namespace(prefix).await.unwrap();
+        let workload = env.workload().unwrap();
+        create(&client, &workload.kubeconfig_secret(&ns, "c1").unwrap())
+            .await
+            .unwrap();
+        create(
+            &client,
+            &ClusterBuilder::new(&ns, "c1")
+                .no_infrastructure()
+                .endpoint("127.0.0.1", 6443)
+                .build(),
+        )
+        .await
+        .unwrap();
+        let apis = Apis::new(&client, &ns);
+        Self {
+            workload: workload.client().unwrap(),
+            client,
+            ns,
+            apis,
+        }
+    }
+
+    fn resource(group: &str, kind: &str) -> ApiResource {
+        let gvk = GroupVersionKind::gvk(group, "v1alpha1", kind);
+        ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()))
+    }
+
+    fn api(&self, group: &str, kind: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.ns, &Self::resource(group, kind))
+    }
+
+    /// Creates `kind` `name` with `spec`, and sets its `status` as its provider would.
+    async fn provider_object(
+        &self,
+        group: &str,
+        kind: &str,
+        name: &str,
+        spec: Value,
+        status: Value,
+    ) {
+        let api = self.api(group, kind);
+        let mut object = DynamicObject::new(name, &Self::resource(group, kind)).within(&self.ns);
+        object.data = json!({ "spec": spec });
+        api.create(&PostParams::default(), &object).await.unwrap();
+        self.set_status(group, kind, name, status).await;
+    }
+
+    async fn set_status(&self, group: &str, kind: &str, name: &str, status: Value) {
+        self.api(group, kind)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// A pool of `c1` whose bootstrap and infrastructure objects are the test kinds of its own name.
+    fn pool(&self, name: &str, bootstrap_kind: &str) -> MachinePoolBuilder {
+        MachinePoolBuilder::new(&self.ns, name, "c1")
+            .config_ref(ContractVersionedObjectReference::new(
+                BOOTSTRAP,
+                bootstrap_kind,
+                name,
+            ))
+            .infrastructure_ref(ContractVersionedObjectReference::new(
+                INFRASTRUCTURE,
+                "TestMachinePool",
+                name,
+            ))
+    }
+
+    /// Pool `name` of `replicas` whose bootstrap data is ready, and its
+    /// TestMachinePool with `spec` and `status`.
+    async fn ready_pool(&self, name: &str, replicas: i32, spec: Value, status: Value) {
+        let ready =
+            json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "data" });
+        self.provider_object(BOOTSTRAP, "TestBootstrapConfig", name, json!({}), ready)
+            .await;
+        self.provider_object(INFRASTRUCTURE, "TestMachinePool", name, spec, status)
+            .await;
+        create(
+            &self.client,
+            &self
+                .pool(name, "TestBootstrapConfig")
+                .replicas(replicas)
+                .build(),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Sets pool `name`'s providerID list and replica count as its infrastructure provider would.
+    async fn provide(&self, name: &str, ids: &[&str]) {
+        self.api(INFRASTRUCTURE, "TestMachinePool")
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "providerIDList": ids } })),
+            )
+            .await
+            .unwrap();
+        self.set_status(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            name,
+            json!({ "replicas": ids.len() }),
+        )
+        .await;
+    }
+
+    /// Scales pool `name` through its scale subresource.
+    async fn scale(&self, name: &str, replicas: i32) {
+        self.apis
+            .pools
+            .patch_scale(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "replicas": replicas } })),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Waits until `done` holds for pool `name`'s status.
+    async fn pool_until(
+        &self,
+        name: &str,
+        what: &str,
+        done: impl Fn(&MachinePool) -> bool,
+    ) -> MachinePool {
+        wait_for(&self.apis.pools, name, what, |p: Option<&MachinePool>| {
+            p.is_some_and(&done)
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A Node named `name` with `provider_id`, Ready, in the workload cluster.
+    async fn node(&self, name: &str, provider_id: &str, taint: bool) -> Node {
+        let nodes: Api<Node> = Api::all(self.workload.clone());
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(provider_id.into()),
+                taints: taint.then(|| {
+                    vec![Taint {
+                        key: "node.cluster.x-k8s.io/uninitialized".into(),
+                        effect: "NoSchedule".into(),
+                        ..Taint::default()
+                    }]
+                }),
+                ..NodeSpec::default()
+            }),
+            status: None,
+        };
+        let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+        let ready = NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                last_transition_time: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+                ..NodeCondition::default()
+            }]),
+            ..NodeStatus::default()
+        };
+        nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": ready })),
+            )
+            .await
+            .unwrap();
+        created
+    }
+}
+
+fn status_of(pool: &MachinePool) -> capwasm::api::MachinePoolStatus {
+    pool.status.clone().unwrap_or_default()
+}
+
+fn has_condition(pool: &MachinePool, type_: &str, status: &str, reason: &str) -> bool {
+    condition(&status_of(pool).conditions, type_)
+        .is_some_and(|(s, r, _)| s == status && r == reason)
+}
+
+#[tokio::test]
+async fn check_01_03_finalizer_label_and_owner_are_added_keeping_others_and_replacing_a_stale_owner()
+ {
+    let world = World::new("c01").await;
+    let mut pool = world.pool("p", "TestBootstrapConfig").build();
+    pool.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+    pool.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "cluster.x-k8s.io/v1beta2".into(),
+        kind: "Cluster".into(),
+        name: "c1".into(),
+        uid: "00000000-0000-0000-0000-0000000000aa".into(),
+        ..OwnerReference::default()
+    }]);
+    create(&world.client, &pool).await.unwrap();
+    let cluster_uid = world
+        .apis
+        .clusters
+        .get("c1")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let pool = world
+        .pool_until(
+            "p",
+            "the pool has our finalizer and the Cluster as owner",
+            |p| {
+                p.metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| f.iter().any(|f| f == "machinepool.cluster.x-k8s.io"))
+                    && p.metadata
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|o| o.iter().any(|o| o.uid == cluster_uid))
+            },
+        )
+        .await;
+    let finalizers = pool.metadata.finalizers.unwrap();
+    assert!(
+        finalizers.contains(&"example.com/keep".to_owned()),
+        "{finalizers:?}"
+    );
+    let owners: Vec<_> = pool
+        .metadata
+        .owner_references
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.kind == "Cluster")
+        .collect();
+    assert_eq!(
+        owners.len(),
+        1,
+        "the stale reference is replaced, not kept beside the new one: {owners:?}"
+    );
+    assert_eq!(owners[0].controller, None);
+    assert_eq!(
+        pool.metadata.labels.unwrap()["cluster.x-k8s.io/cluster-name"],
+        "c1"
+    );
+}
+
+#[tokio::test]
+async fn check_08_09_15_bootstrap_readiness_is_read_by_contract_version() {
+    let world = World::new("c08").await;
+    // v1beta1 contract: status.ready, not ready yet.
+    world
+        .provider_object(
+            BOOTSTRAP,
+            "TestV1Beta1BootstrapConfig",
+            "p1",
+            json!({}),
+            json!({ "ready": false }),
+        )
+        .await;
+    create(
+        &world.client,
+        &world.pool("p1", "TestV1Beta1BootstrapConfig").build(),
+    )
+    .await
+    .unwrap();
+    let waiting = world
+        .pool_until(
+            "p1",
+            "BootstrapConfigReady False/WaitingForDataSecret",
+            |p| has_condition(p, "BootstrapConfigReady", "False", "WaitingForDataSecret"),
+        )
+        .await;
+    assert_eq!(waiting.spec.template.spec.bootstrap.data_secret_name, None);
+
+    // v1beta2 contract: initialization.dataSecretCreated, no status.ready at all.
+    world
+        .provider_object(
+            BOOTSTRAP,
+            "TestBootstrapConfig",
+            "p2",
+            json!({}),
+            json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "p2-data" }),
+        )
+        .await;
+    create(
+        &world.client,
+        &world.pool("p2", "TestBootstrapConfig").build(),
+    )
+    .await
+    .unwrap();
+    let ready = world
+        .pool_until("p2", "the data Secret name is copied", |p| {
+            p.spec.template.spec.bootstrap.data_secret_name.as_deref() == Some("p2-data")
+                && status_of(p)
+                    .initialization
+                    .is_some_and(|i| i.bootstrap_data_secret_created == Some(true))
+        })
+        .await;
+    assert!(has_condition(
+        &ready,
+        "BootstrapConfigReady",
+        "True",
+        "DataSecretAvailable"
+    ));
+    // The config is now controlled by its pool and labelled with the cluster.
+    let config = world
+        .api(BOOTSTRAP, "TestBootstrapConfig")
+        .get("p2")
+        .await
+        .unwrap();
+    let owner = &config.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("MachinePool", "p2", Some(true))
+    );
+    assert_eq!(
+        config.metadata.labels.unwrap()["cluster.x-k8s.io/cluster-name"],
+        "c1"
+    );
+}
+
+#[tokio::test]
+async fn check_10_14_a_ready_config_without_secret_and_a_config_owned_by_another_are_errors() {
+    let world = World::new("c10").await;
+    world
+        .provider_object(
+            BOOTSTRAP,
+            "TestBootstrapConfig",
+            "p1",
+            json!({}),
+            json!({ "initialization": { "dataSecretCreated": true } }),
+        )
+        .await;
+    create(
+        &world.client,
+        &world.pool("p1", "TestBootstrapConfig").build(),
+    )
+    .await
+    .unwrap();
+    let missing = world
+        .pool_until(
+            "p1",
+            "BootstrapConfigReady names the missing dataSecretName",
+            |p| {
+                condition(&status_of(p).conditions, "BootstrapConfigReady")
+                    .is_some_and(|(s, _, m)| s == "False" && m.contains("dataSecretName"))
+            },
+        )
+        .await;
+    assert_eq!(missing.spec.template.spec.bootstrap.data_secret_name, None);
+
+    let api = world.api(BOOTSTRAP, "TestBootstrapConfig");
+    let mut owned = DynamicObject::new("p2", &World::resource(BOOTSTRAP, "TestBootstrapConfig"))
+        .within(&world.ns);
+    owned.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "example.com/v1".into(),
+        kind: "Other".into(),
+        name: "someone".into(),
+        uid: "00000000-0000-0000-0000-0000000000bb".into(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
+    owned.data = json!({ "spec": {} });
+    api.create(&PostParams::default(), &owned).await.unwrap();
+    create(
+        &world.client,
+        &world.pool("p2", "TestBootstrapConfig").build(),
+    )
+    .await
+    .unwrap();
+    let refused = world
+        .pool_until(
+            "p2",
+            "BootstrapConfigReady False/ReferenceOwnedByOther",
+            |p| has_condition(p, "BootstrapConfigReady", "False", "ReferenceOwnedByOther"),
+        )
+        .await;
+    let (_, _, message) =
+        condition(&status_of(&refused).conditions, "BootstrapConfigReady").unwrap();
+    assert!(
+        message.contains("Other") && message.contains("someone"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn check_16_17_18_infrastructure_fields_are_copied_only_once_ready_and_listed() {
+    let world = World::new("c16").await;
+    let ready_config =
+        json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "data" });
+    world
+        .provider_object(
+            BOOTSTRAP,
+            "TestBootstrapConfig",
+            "p",
+            json!({}),
+            ready_config,
+        )
+        .await;
+    world
+        .provider_object(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            "p",
+            json!({ "providerIDList": ["t://a"] }),
+            json!({ "ready": false, "replicas": 1 }),
+        )
+        .await;
+    create(
+        &world.client,
+        &world.pool("p", "TestBootstrapConfig").replicas(2).build(),
+    )
+    .await
+    .unwrap();
+    let not_ready = world
+        .pool_until("p", "InfrastructureReady False", |p| {
+            has_condition(
+                p,
+                "InfrastructureReady",
+                "False",
+                "WaitingForInfrastructure",
+            )
+        })
+        .await;
+    assert!(not_ready.spec.provider_id_list.is_empty());
+    assert_eq!(status_of(&not_ready).replicas, None);
+    assert_eq!(status_of(&not_ready).phase.as_deref(), Some("Provisioning"));
+
+    // Ready, but replicas without a list: wait, copy nothing.
+    let infra_api = world.api(INFRASTRUCTURE, "TestMachinePool");
+    infra_api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "providerIDList": [] } })),
+        )
+        .await
+        .unwrap();
+    world
+        .set_status(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            "p",
+            json!({ "ready": true, "replicas": 3 }),
+        )
+        .await;
+    let waiting = world
+        .pool_until("p", "InfrastructureReady True", |p| {
+            has_condition(p, "InfrastructureReady", "True", "Ready")
+        })
+        .await;
+    assert!(waiting.spec.provider_id_list.is_empty());
+
+    infra_api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "providerIDList": ["t://a", "t://b"] } })),
+        )
+        .await
+        .unwrap();
+    world
+        .set_status(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            "p",
+            json!({ "ready": true, "replicas": 2 }),
+        )
+        .await;
+    let copied = world
+        .pool_until("p", "the list and replicas are copied", |p| {
+            p.spec.provider_id_list == ["t://a", "t://b"] && status_of(p).replicas == Some(2)
+        })
+        .await;
+    // Check 30: a list without matching Nodes leaves the node counts alone (no Node has these IDs).
+    assert!(status_of(&copied).node_refs.is_empty());
+    assert_eq!(status_of(&copied).phase.as_deref(), Some("ScalingUp"));
+}
+
+#[tokio::test]
+async fn check_24_25_32_nodes_are_referenced_in_list_order_marked_and_mirrored() {
+    let world = World::new("c25").await;
+    let ns = world.ns.clone();
+    let (a, b) = (format!("t://{ns}/a"), format!("t://{ns}/b"));
+    // Check 32: a tainted Node loses the taint and gets the annotations.
+    let node_b = world.node(&format!("{ns}-b"), &b, true).await;
+    let node_a = world.node(&format!("{ns}-a"), &a, false).await;
+    let ready = json!({ "type": "Ready", "status": "True", "reason": "Ready", "message": "both machines up",
+        "lastTransitionTime": "2026-01-01T00:00:00Z" });
+    let status = json!({ "ready": true, "replicas": 2, "conditions": [ready] });
+    world
+        .ready_pool("p", 2, json!({ "providerIDList": [a, b] }), status)
+        .await;
+    // Check 25: both Nodes referenced in list order, with their UIDs; Running.
+    let running = world
+        .pool_until("p", "Running", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await;
+    let refs: Vec<_> = status_of(&running)
+        .node_refs
+        .into_iter()
+        .map(|r| (r.name.unwrap(), r.uid.unwrap()))
+        .collect();
+    let expected: Vec<_> = [node_a, node_b]
+        .into_iter()
+        .map(|n| (n.metadata.name.unwrap(), n.metadata.uid.unwrap()))
+        .collect();
+    assert_eq!(refs, expected);
+    // Check 24: the infrastructure's Ready condition is mirrored.
+    let (_, _, message) =
+        condition(&status_of(&running).conditions, "InfrastructureReady").unwrap();
+    assert_eq!(message, "both machines up");
+    let nodes: Api<Node> = Api::all(world.workload.clone());
+    let marked = wait_for(
+        &nodes,
+        &format!("{ns}-b"),
+        "the Node is marked as the pool's",
+        |n: Option<&Node>| {
+            n.is_some_and(|n| {
+                let owner = n
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("cluster.x-k8s.io/owner-name").cloned());
+                owner.as_deref() == Some("p")
+                    && n.spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .is_none_or(|t| {
+                            t.iter()
+                                .all(|t| t.key != "node.cluster.x-k8s.io/uninitialized")
+                        })
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let annotations: BTreeMap<String, String> = marked.metadata.annotations.unwrap();
+    assert_eq!(annotations["cluster.x-k8s.io/cluster-namespace"], ns);
+    assert_eq!(annotations["cluster.x-k8s.io/owner-kind"], "MachinePool");
+}
+
+#[tokio::test]
+async fn check_21_22_infrastructure_failures_are_mirrored_and_readiness_is_not_sticky() {
+    let world = World::new("c21").await;
+    let id = format!("t://{}/a", world.ns);
+    world.node(&format!("{}-a", world.ns), &id, false).await;
+    world
+        .ready_pool(
+            "p",
+            1,
+            json!({ "providerIDList": [id] }),
+            json!({ "ready": true, "replicas": 1 }),
+        )
+        .await;
+    world
+        .pool_until("p", "Running", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await;
+    // Check 21: a reported failure is mirrored with upstream's message.
+    world
+        .set_status(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            "p",
+            json!({ "failureReason": "Boom", "failureMessage": "boom" }),
+        )
+        .await;
+    let failed = world
+        .pool_until("p", "the failure is mirrored", |p| {
+            status_of(p)
+                .deprecated
+                .and_then(|d| d.v1beta1)
+                .and_then(|v| v.failure.failure_message)
+                .is_some_and(|m| m.ends_with(": boom"))
+        })
+        .await;
+    let failure = status_of(&failed)
+        .deprecated
+        .unwrap()
+        .v1beta1
+        .unwrap()
+        .failure;
+    assert_eq!(failure.failure_reason.as_deref(), Some("Boom"));
+    assert!(
+        failure
+            .failure_message
+            .unwrap()
+            .starts_with("Failure detected from referenced resource")
+    );
+    // Check 22: readiness is not sticky: the pool leaves Running.
+    world
+        .set_status(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            "p",
+            json!({ "ready": false }),
+        )
+        .await;
+    let regressed = world
+        .pool_until("p", "the pool leaves Running", |p| {
+            status_of(p).phase.as_deref() == Some("Provisioned")
+        })
+        .await;
+    assert!(has_condition(
+        &regressed,
+        "InfrastructureReady",
+        "False",
+        "WaitingForInfrastructure"
+    ));
+}
+
+#[tokio::test]
+async fn check_19_35_36_scale_from_and_to_zero() {
+    let world = World::new("c19").await;
+    world
+        .ready_pool("p", 0, json!({}), json!({ "ready": true, "replicas": 0 }))
+        .await;
+    // Check 19: empty list, zero replicas: Running with nothing.
+    let empty = world
+        .pool_until("p", "Running at zero", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await;
+    assert!(status_of(&empty).node_refs.is_empty());
+
+    // Check 36: scale from zero: ScalingUp until the Node is Ready, then Running.
+    world.scale("p", 1).await;
+    world
+        .pool_until("p", "ScalingUp", |p| {
+            status_of(p).phase.as_deref() == Some("ScalingUp")
+        })
+        .await;
+    let id = format!("t://{}/only", world.ns);
+    world.provide("p", &[&id]).await;
+    let node_name = format!("{}-only", world.ns);
+    world.node(&node_name, &id, false).await;
+    world
+        .pool_until("p", "Running with the Node", |p| {
+            status_of(p).phase.as_deref() == Some("Running") && status_of(p).node_refs.len() == 1
+        })
+        .await;
+
+    // Check 35: scale to zero: the referenced Node is deleted, refs empty, Running.
+    world.scale("p", 0).await;
+    world.provide("p", &[]).await;
+    world
+        .pool_until("p", "Running at zero again", |p| {
+            status_of(p).phase.as_deref() == Some("Running") && status_of(p).node_refs.is_empty()
+        })
+        .await;
+    let nodes: Api<Node> = Api::all(world.workload.clone());
+    wait_for(
+        &nodes,
+        &node_name,
+        "the Node is deleted",
+        |n: Option<&Node>| n.is_none(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn check_20_infrastructure_deleted_after_ready_is_reported() {
+    let world = World::new("c20").await;
+    let ready_config =
+        json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "data" });
+    world
+        .provider_object(
+            BOOTSTRAP,
+            "TestBootstrapConfig",
+            "p",
+            json!({}),
+            ready_config,
+        )
+        .await;
+    world
+        .provider_object(
+            INFRASTRUCTURE,
+            "TestMachinePool",
+            "p",
+            json!({}),
+            json!({ "ready": true, "replicas": 0 }),
+        )
+        .await;
+    create(
+        &world.client,
+        &world.pool("p", "TestBootstrapConfig").replicas(0).build(),
+    )
+    .await
+    .unwrap();
+    world
+        .pool_until("p", "Running", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await;
+    world
+        .api(INFRASTRUCTURE, "TestMachinePool")
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap();
+    let reported = world
+        .pool_until(
+            "p",
+            "InfrastructureReady False/InfrastructureDeleted",
+            |p| has_condition(p, "InfrastructureReady", "False", "InfrastructureDeleted"),
+        )
+        .await;
+    let failure = status_of(&reported)
+        .deprecated
+        .unwrap()
+        .v1beta1
+        .unwrap()
+        .failure;
+    assert_eq!(
+        failure.failure_reason.as_deref(),
+        Some("InvalidConfiguration")
+    );
+}
+
+#[tokio::test]
+async fn check_53_56_57_58_cluster_endpoint_provisioning_and_failure_domains() {
+    let world = World::new("c53").await;
+    world
+        .provider_object(
+            INFRASTRUCTURE,
+            "TestCluster",
+            "c2",
+            json!({ "controlPlaneEndpoint": { "host": "10.0.0.1", "port": 6443 } }),
+            json!({ "initialization": { "provisioned": false } }),
+        )
+        .await;
+    let cluster = ClusterBuilder::new(&world.ns, "c2")
+        .infrastructure_ref(ContractVersionedObjectReference::new(
+            INFRASTRUCTURE,
+            "TestCluster",
+            "c2",
+        ))
+        .build();
+    create(&world.client, &cluster).await.unwrap();
+    // Check 54: referenced, not provisioned: Provisioning, and the infrastructure is owned and labelled.
+    wait_for(&world.apis.clusters, "c2", "Provisioning", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Provisioning")
+    })
+    .await;
+    let infra = world
+        .api(INFRASTRUCTURE, "TestCluster")
+        .get("c2")
+        .await
+        .unwrap();
+    assert_eq!(infra.metadata.owner_references.unwrap()[0].kind, "Cluster");
+    // Check 56: provisioned: the endpoint is copied and the Cluster Provisioned.
+    let domains = json!([{ "name": "a", "controlPlane": true }, { "name": "b" }]);
+    world
+        .set_status(
+            INFRASTRUCTURE,
+            "TestCluster",
+            "c2",
+            json!({ "initialization": { "provisioned": true }, "failureDomains": domains }),
+        )
+        .await;
+    let provisioned = wait_for(&world.apis.clusters, "c2", "Provisioned", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Provisioned")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        provisioned
+            .spec
+            .control_plane_endpoint
+            .clone()
+            .unwrap()
+            .host,
+        "10.0.0.1"
+    );
+    let names: Vec<_> = provisioned
+        .status
+        .clone()
+        .unwrap()
+        .failure_domains
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    // A later endpoint change is not copied; regressed readiness does not unprovision (check 57);
+    // removed failure domains are removed (check 58).
+    world
+        .api(INFRASTRUCTURE, "TestCluster")
+        .patch(
+            "c2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "controlPlaneEndpoint": { "host": "10.9.9.9" } } })),
+        )
+        .await
+        .unwrap();
+    world
+        .set_status(
+            INFRASTRUCTURE,
+            "TestCluster",
+            "c2",
+            json!({ "initialization": { "provisioned": false }, "failureDomains": null }),
+        )
+        .await;
+    let later = wait_for(&world.apis.clusters, "c2", "failure domains reset", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .is_some_and(|s| s.failure_domains.is_empty())
+    })
+    .await
+    .unwrap();
+    assert_eq!(later.spec.control_plane_endpoint.unwrap().host, "10.0.0.1");
+    let status = later.status.unwrap();
+    assert_eq!(
+        status.initialization.unwrap().infrastructure_provisioned,
+        Some(true)
+    );
+    assert_eq!(status.phase.as_deref(), Some("Provisioned"));
+}
+
+#[tokio::test]
+async fn check_53_a_cluster_without_references_is_provisioned_at_once() {
+    let world = World::new("c53b").await;
+    let cluster = wait_for(
+        &world.apis.clusters,
+        "c1",
+        "the finalizer and Provisioned",
+        |c| {
+            c.is_some_and(|c| {
+                c.metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| f.iter().any(|f| f == "cluster.cluster.x-k8s.io"))
+                    && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Provisioned")
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let status = cluster.status.unwrap();
+    assert_eq!(
+        status
+            .initialization
+            .clone()
+            .unwrap()
+            .infrastructure_provisioned,
+        Some(true)
+    );
+    assert_eq!(
+        condition(&status.conditions, "ControlPlaneInitialized")
+            .unwrap()
+            .0,
+        "True"
+    );
+}
