@@ -12,9 +12,10 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help toolchain controlplane guests lint test bench startup-bench
+.PHONY: help demo toolchain controlplane guests lint test bench startup-bench
 
 help:
+	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
 	@echo "make test          fmt, clippy, unit and integration tests (installs what is missing)"
 	@echo "make guests        build the provider components (guests/, wasm32-wasip2)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
@@ -52,6 +53,11 @@ test: lint guests
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \
 	  awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "make test: %d passed, %d failed\n", passed, failed }' "$$log"
+
+# Builds what it needs (guests, kube-apiserver and etcd the first time), then runs the demo.
+demo: guests
+	@assets=$$($(CONTROLPLANE) --verbose) && \
+	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --locked -q -p capwasm-tests --example demo
 
 bench: guests
 	@$(CARGO) bench --locked -p capwasm --features testing --bench guest_call
