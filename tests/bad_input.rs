@@ -15,7 +15,7 @@ use k8s_openapi::ByteString;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use testenv::flows::{Apis, condition, create, wait_for, wait_for_event, wait_for_pool};
+use testenv::flows::{Apis, Scenario, condition, create, wait_for, wait_for_event, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 /// Waits until `pool`'s condition `type_` has `reason`, and returns its message.
@@ -39,12 +39,14 @@ async fn pool_condition(apis: &Apis, pool: &str, type_: &str, reason: &str) -> S
 
 #[tokio::test]
 async fn pool_with_a_missing_infrastructure_object_says_so_and_recovers_when_it_appears() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
-    let ns = env.management().create_namespace("dangling").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("dangling").await;
     stack
         .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
         .await
@@ -78,12 +80,14 @@ async fn pool_with_a_missing_infrastructure_object_says_so_and_recovers_when_it_
 
 #[tokio::test]
 async fn pool_referencing_a_kind_without_a_crd_reports_an_invalid_reference() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
-    let ns = env.management().create_namespace("nocrd").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("nocrd").await;
     stack
         .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
         .await
@@ -169,12 +173,14 @@ async fn pool_waits_for_a_missing_kubeconfig_and_runs_once_it_exists() {
 
 #[tokio::test]
 async fn broken_and_unreachable_workload_clusters_are_conditions_not_crashes() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
-    let ns = env.management().create_namespace("broken").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("broken").await;
 
     // c1: a kubeconfig Secret that does not parse.
     let mut garbage = env
@@ -404,12 +410,14 @@ async fn missing_and_unloadable_provider_modules_are_named_on_the_objects_they_s
 
 #[tokio::test]
 async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
-    let ns = env.management().create_namespace("trap").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("trap").await;
     let hostile = format!("{ns}-panic");
     let module = ProviderModuleBuilder::file(
         &hostile,

@@ -8,18 +8,20 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use testenv::flows::{Apis, wait_for, wait_for_pool};
+use testenv::flows::{Apis, Scenario, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 #[tokio::test]
 async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("delete").await;
     let workload = env.workload().unwrap();
-    let ns = env.management().create_namespace("delete").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
     stack
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
@@ -87,13 +89,15 @@ async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances()
 
 #[tokio::test]
 async fn pausing_the_cluster_stops_scaling_until_unpaused() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("pause").await;
     let workload = env.workload().unwrap();
-    let ns = env.management().create_namespace("pause").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
     stack
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await

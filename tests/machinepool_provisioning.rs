@@ -12,7 +12,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use serde_json::json;
-use testenv::flows::{Apis, wait_for, wait_for_pool};
+use testenv::flows::{Apis, Scenario, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 /// Starts counting the writes that change MachinePool `name` (every
@@ -144,13 +144,15 @@ async fn cluster_and_pool_reach_running_with_three_node_refs() {
 
 #[tokio::test]
 async fn pool_scales_up_to_five_and_down_to_one_removing_nodes() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("scale").await;
     let workload = env.workload().unwrap();
-    let ns = env.management().create_namespace("scale").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
     stack
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await

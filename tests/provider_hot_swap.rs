@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use testenv::flows::{Apis, wait_for, wait_for_pool};
+use testenv::flows::{Scenario, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 /// The label sim-infrastructure 0.2.0 puts on the Nodes of instances it creates.
@@ -62,6 +62,35 @@ fn assert_no_failed_calls(stack: &Stack, module: &str) {
     }
 }
 
+/// Of `refs`, the Nodes in `before` carry no v2 label and those in neither
+/// `before` nor `after` carry v2's.
+async fn assert_made_by_v2(
+    workload: &testenv::ApiServer,
+    refs: &[k8s_openapi::api::core::v1::ObjectReference],
+    before: &[k8s_openapi::api::core::v1::ObjectReference],
+    after: &[k8s_openapi::api::core::v1::ObjectReference],
+) {
+    let nodes: Api<Node> = Api::all(workload.client().unwrap());
+    for node_ref in refs {
+        let node = nodes.get(node_ref.name.as_deref().unwrap()).await.unwrap();
+        let label = node
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(V2_LABEL)
+            .cloned();
+        if before.contains(node_ref) {
+            assert_eq!(label, None, "a Node from before the swap");
+        } else if !after.contains(node_ref) {
+            assert_eq!(
+                label.as_deref(),
+                Some("0.2.0"),
+                "the Node made after the swap"
+            );
+        }
+    }
+}
+
 /// Waits until module `name` is Ready with `digest` in service, and returns it.
 async fn module_serving(api: &Api<ProviderModule>, name: &str, digest: &str) -> ProviderModule {
     wait_for(
@@ -84,13 +113,15 @@ fn digest_of(file: &str) -> String {
 
 #[tokio::test]
 async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves_the_new_code() {
-    let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::shared().await.unwrap();
-    let client = env.management().client().unwrap();
+    let Scenario {
+        env,
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+    } = Scenario::new("swap").await;
     let workload = env.workload().unwrap();
-    let ns = env.management().create_namespace("swap").await.unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
     stack
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
@@ -169,25 +200,7 @@ async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves
         .status
         .unwrap()
         .node_refs;
-    let nodes: Api<Node> = Api::all(workload.client().unwrap());
-    for node_ref in &five {
-        let node = nodes.get(node_ref.name.as_deref().unwrap()).await.unwrap();
-        let label = node
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get(V2_LABEL)
-            .cloned();
-        if before.contains(node_ref) {
-            assert_eq!(label, None, "a Node from before the swap");
-        } else if !after.contains(node_ref) {
-            assert_eq!(
-                label.as_deref(),
-                Some("0.2.0"),
-                "the Node made after the swap"
-            );
-        }
-    }
+    assert_made_by_v2(workload, &five, &before, &after).await;
     assert_no_failed_calls(stack, &modules.infrastructure);
 }
 

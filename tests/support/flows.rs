@@ -259,6 +259,91 @@ pub fn condition(
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
+/// One controller test's world: its own namespace and provider modules on
+/// the shared control plane, cloud and operator.
+pub struct Scenario {
+    /// The control plane.
+    pub env: &'static crate::TestEnv,
+    /// The operator and the cloud.
+    pub stack: &'static Stack,
+    /// An admin client of the management server.
+    pub client: Client,
+    /// The test's namespace.
+    pub ns: String,
+    /// Its typed APIs.
+    pub apis: Apis,
+    /// Its kubeadm-bootstrap and sim-infrastructure modules.
+    pub modules: Modules,
+}
+
+impl Scenario {
+    /// A namespace `<prefix>-<random>` with its modules in service.
+    ///
+    /// # Panics
+    ///
+    /// If the environment cannot start or the modules do not load.
+    pub async fn new(prefix: &str) -> Self {
+        let env = crate::TestEnv::shared().await.expect("control plane");
+        let stack = Stack::shared().await.expect("operator and cloud");
+        let client = env.management().client().expect("client");
+        let ns = env
+            .management()
+            .create_namespace(prefix)
+            .await
+            .expect("namespace");
+        let modules = stack.modules(&client, &ns).await.expect("modules");
+        Self {
+            apis: Apis::new(&client, &ns),
+            env,
+            stack,
+            client,
+            ns,
+            modules,
+        }
+    }
+
+    /// The same, with Cluster `cluster` of the shared workload server.
+    ///
+    /// # Panics
+    ///
+    /// As [`Scenario::new`], or if the Cluster cannot be created.
+    pub async fn with_cluster(prefix: &str, cluster: &str) -> Self {
+        let scenario = Self::new(prefix).await;
+        let workload = scenario.env.workload().expect("workload server");
+        scenario
+            .stack
+            .create_cluster(
+                &scenario.client,
+                workload,
+                &scenario.ns,
+                cluster,
+                &scenario.modules,
+            )
+            .await
+            .expect("cluster");
+        scenario
+    }
+
+    /// Creates pool `name` of `cluster` with `replicas`, served by this scenario's modules.
+    ///
+    /// # Panics
+    ///
+    /// If the objects cannot be created.
+    pub async fn pool(&self, name: &str, cluster: &str, replicas: i32) {
+        self.stack
+            .create_pool(
+                &self.client,
+                &self.ns,
+                name,
+                cluster,
+                replicas,
+                &self.modules,
+            )
+            .await
+            .expect("pool");
+    }
+}
+
 /// The typed APIs of one namespace.
 pub struct Apis {
     /// Clusters.

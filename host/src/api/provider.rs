@@ -351,3 +351,30 @@ fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }
+
+/// The status of a provider kind: its contract fields plus [`ProviderStatus`].
+pub trait HasProviderStatus {
+    /// What every provider object reports.
+    fn common(&mut self) -> &mut ProviderStatus;
+    /// The same, to read.
+    fn common_ref(&self) -> &ProviderStatus;
+}
+
+macro_rules! has_provider_status {
+    ($($status:ty),*) => {$(
+        impl HasProviderStatus for $status {
+            fn common(&mut self) -> &mut ProviderStatus {
+                &mut self.common
+            }
+            fn common_ref(&self) -> &ProviderStatus {
+                &self.common
+            }
+        }
+    )*};
+}
+
+has_provider_status!(
+    WasmBootstrapConfigStatus,
+    WasmMachinePoolStatus,
+    WasmClusterStatus
+);

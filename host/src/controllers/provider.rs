@@ -9,18 +9,21 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Resource, ResourceExt as _};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::conditions::{self, Desired};
-use crate::api::provider::{ProviderStatus, ServedBy};
+use crate::api::provider::{HasProviderStatus, ProviderStatus, ServedBy};
 use crate::api::providermodule::ProviderWorld;
 use crate::api::{CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, ProviderModule, Reason};
-use crate::wasm::types::{self, ProviderError};
+use crate::wasm::types::{self, DeleteOutcome, ProviderError};
 use crate::wasm::{CallError, LoadedProvider};
 
 use super::context::Context;
 use super::error::Error;
 use super::outcome::Wait;
+use super::write::{self, Scoped};
 
 /// A provider ready to be called for one object.
 pub struct Prepared {
@@ -291,6 +294,68 @@ pub fn report(status: &mut ProviderStatus, generation: Option<i64>, result: Resu
                 status.failure_message = Some(terminal.message.clone());
             }
         }
+    }
+}
+
+/// Ends a provider object's reconcile: once deletion is complete, removes
+/// `finalizer`; otherwise sets the conditions and failure fields for how the
+/// step ended, writes the status if it changed (with an Event per changed
+/// condition), and returns the action or the error.
+#[allow(clippy::too_many_arguments)] // the parts of one object's reconcile, passed as they are
+pub async fn conclude<K, S>(
+    ctx: &Context,
+    controller: &'static str,
+    manager: &str,
+    object: &K,
+    finalizer: Option<&str>,
+    before: &S,
+    mut status: S,
+    result: Result<(Step, Option<std::time::Duration>), Error>,
+) -> Result<kube::runtime::controller::Action, Error>
+where
+    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + std::fmt::Debug,
+    S: HasProviderStatus + Serialize + PartialEq,
+{
+    let uid = object.uid().unwrap_or_default();
+    if let Some(finalizer) = finalizer
+        && matches!(result, Ok((Step::Done(Reason::DeletionCompleted, _), _)))
+    {
+        write::remove_finalizer(ctx, controller, object, finalizer).await?;
+        ctx.succeeded(&uid);
+        return Ok(kube::runtime::controller::Action::await_change());
+    }
+    report(
+        status.common(),
+        object.meta().generation,
+        result.as_ref().map(|(step, _)| step),
+    );
+    if status != *before {
+        write::status(ctx, controller, manager, object, &status).await?;
+        ctx.announce(
+            &object.object_ref(&()),
+            &before.common_ref().conditions,
+            &status.common_ref().conditions,
+        )
+        .await;
+    }
+    let (step, requeue) = result?;
+    ctx.succeeded(&uid);
+    Ok(action(&step, requeue))
+}
+
+/// How a provider's delete call ended, as a step: done, or in progress
+/// (look again when the provider says).
+pub fn deletion(outcome: DeleteOutcome, what: &str) -> (Step, Option<std::time::Duration>) {
+    match outcome {
+        DeleteOutcome::Done => (Step::Done(Reason::DeletionCompleted, String::new()), None),
+        DeleteOutcome::InProgress(seconds) => (
+            Step::Wait(Wait::after(
+                Reason::WaitingForProviderDeletion,
+                format!("the provider is removing {what}"),
+                std::time::Duration::from_secs(u64::from(seconds.max(1))),
+            )),
+            None,
+        ),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Wait;
 use crate::controllers::provider::{self, Step};
-use crate::controllers::write;
+
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::types::{BootstrapData, BootstrapFormat};
 
@@ -40,24 +40,20 @@ pub async fn reconcile(
     }
     let before = config.status.clone().unwrap_or_default();
     let mut status = before.clone();
-    let result = generate(&config, &ctx, &mut status).await;
-    provider::report(
-        &mut status.common,
-        config.metadata.generation,
-        result.as_ref(),
-    );
-    if status != before {
-        write::status(&ctx, CONTROLLER, BOOTSTRAP_FIELD_MANAGER, &*config, &status).await?;
-        ctx.announce(
-            &config.object_ref(&()),
-            &before.common.conditions,
-            &status.common.conditions,
-        )
-        .await;
-    }
-    let step = result?;
-    ctx.succeeded(&config.uid().unwrap_or_default());
-    Ok(provider::action(&step, None))
+    let result = generate(&config, &ctx, &mut status)
+        .await
+        .map(|step| (step, None));
+    provider::conclude(
+        &ctx,
+        CONTROLLER,
+        BOOTSTRAP_FIELD_MANAGER,
+        &*config,
+        None,
+        &before,
+        status,
+        result,
+    )
+    .await
 }
 
 #[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature

@@ -22,7 +22,7 @@ use crate::controllers::outcome::Wait;
 use crate::controllers::provider::{self, Step};
 use crate::controllers::write;
 use crate::wasm::clusters::ClusterRequest;
-use crate::wasm::types::{ClusterInfo, DeleteOutcome};
+use crate::wasm::types::ClusterInfo;
 
 pub async fn reconcile(object: Arc<WasmCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile(CONTROLLER);
@@ -33,35 +33,18 @@ pub async fn reconcile(object: Arc<WasmCluster>, ctx: Arc<Context>) -> Result<Ac
     } else {
         provision(&object, &ctx, &mut status).await
     };
-    if matches!(result, Ok((Step::Done(Reason::DeletionCompleted, _), _))) {
-        write::remove_finalizer(&ctx, CONTROLLER, &*object, CLUSTER_FINALIZER).await?;
-        ctx.succeeded(&object.uid().unwrap_or_default());
-        return Ok(Action::await_change());
-    }
-    provider::report(
-        &mut status.common,
-        object.metadata.generation,
-        result.as_ref().map(|(step, _)| step),
-    );
-    if status != before {
-        write::status(
-            &ctx,
-            CONTROLLER,
-            INFRASTRUCTURE_FIELD_MANAGER,
-            &*object,
-            &status,
-        )
-        .await?;
-        ctx.announce(
-            &object.object_ref(&()),
-            &before.common.conditions,
-            &status.common.conditions,
-        )
-        .await;
-    }
-    let (step, requeue) = result?;
-    ctx.succeeded(&object.uid().unwrap_or_default());
-    Ok(provider::action(&step, requeue))
+    let finalizer = Some(CLUSTER_FINALIZER);
+    provider::conclude(
+        &ctx,
+        CONTROLLER,
+        INFRASTRUCTURE_FIELD_MANAGER,
+        &*object,
+        finalizer,
+        &before,
+        status,
+        result,
+    )
+    .await
 }
 
 #[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature
@@ -222,15 +205,5 @@ async fn delete(object: &WasmCluster, ctx: &Context) -> Result<(Step, Option<Dur
         .blocking(move |runtime| runtime.delete_cluster(&module, &request))
         .await
         .map_err(Error::Guest)?;
-    match outcome {
-        DeleteOutcome::Done => Ok((Step::Done(Reason::DeletionCompleted, String::new()), None)),
-        DeleteOutcome::InProgress(seconds) => Ok((
-            Step::Wait(Wait::after(
-                Reason::WaitingForProviderDeletion,
-                "the provider is removing the cluster infrastructure",
-                Duration::from_secs(u64::from(seconds.max(1))),
-            )),
-            None,
-        )),
-    }
+    Ok(provider::deletion(outcome, "the cluster infrastructure"))
 }

@@ -23,7 +23,7 @@ use crate::controllers::outcome::Wait;
 use crate::controllers::provider::{self, Prepared, Step};
 use crate::controllers::write;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
-use crate::wasm::types::{BootstrapData, BootstrapFormat, ClusterInfo, DeleteOutcome};
+use crate::wasm::types::{BootstrapData, BootstrapFormat, ClusterInfo};
 
 /// How soon to look again at a pool whose instances are not all running,
 /// when the provider does not say (the host cannot watch a cloud).
@@ -34,39 +34,22 @@ pub async fn reconcile(pool: Arc<WasmMachinePool>, ctx: Arc<Context>) -> Result<
     let before = pool.status.clone().unwrap_or_default();
     let mut status = before.clone();
     let result = if pool.meta().deletion_timestamp.is_some() {
-        delete(&pool, &ctx, &mut status).await
+        delete(&pool, &ctx, &status).await
     } else {
         provision(&pool, &ctx, &mut status).await
     };
-    if matches!(result, Ok((Step::Done(Reason::DeletionCompleted, _), _))) {
-        write::remove_finalizer(&ctx, CONTROLLER, &*pool, MACHINE_POOL_FINALIZER).await?;
-        ctx.succeeded(&pool.uid().unwrap_or_default());
-        return Ok(Action::await_change());
-    }
-    provider::report(
-        &mut status.common,
-        pool.metadata.generation,
-        result.as_ref().map(|(step, _)| step),
-    );
-    if status != before {
-        write::status(
-            &ctx,
-            CONTROLLER,
-            INFRASTRUCTURE_FIELD_MANAGER,
-            &*pool,
-            &status,
-        )
-        .await?;
-        ctx.announce(
-            &pool.object_ref(&()),
-            &before.common.conditions,
-            &status.common.conditions,
-        )
-        .await;
-    }
-    let (step, requeue) = result?;
-    ctx.succeeded(&pool.uid().unwrap_or_default());
-    Ok(provider::action(&step, requeue))
+    let finalizer = Some(MACHINE_POOL_FINALIZER);
+    provider::conclude(
+        &ctx,
+        CONTROLLER,
+        INFRASTRUCTURE_FIELD_MANAGER,
+        &*pool,
+        finalizer,
+        &before,
+        status,
+        result,
+    )
+    .await
 }
 
 #[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature
@@ -185,7 +168,7 @@ fn running(status: &WasmMachinePoolStatus) -> usize {
 async fn delete(
     pool: &WasmMachinePool,
     ctx: &Context,
-    status: &mut WasmMachinePoolStatus,
+    status: &WasmMachinePoolStatus,
 ) -> Result<(Step, Option<Duration>), Error> {
     if !pool
         .finalizers()
@@ -235,17 +218,7 @@ async fn delete(
         .blocking(move |runtime| runtime.delete_pool(&module, &request))
         .await
         .map_err(Error::Guest)?;
-    match outcome {
-        DeleteOutcome::Done => Ok((Step::Done(Reason::DeletionCompleted, String::new()), None)),
-        DeleteOutcome::InProgress(seconds) => Ok((
-            Step::Wait(Wait::after(
-                Reason::WaitingForProviderDeletion,
-                "the provider is removing the pool's instances",
-                Duration::from_secs(u64::from(seconds.max(1))),
-            )),
-            None,
-        )),
-    }
+    Ok(provider::deletion(outcome, "the pool's instances"))
 }
 
 /// Adds the finalizer (one server-side apply) before anything is provisioned.
