@@ -14,6 +14,19 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     message
 }
 
+/// `text` cut to at most `max` bytes, on a char boundary (API fields such
+/// as condition messages and Event notes have size limits).
+pub fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

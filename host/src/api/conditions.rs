@@ -283,15 +283,9 @@ pub fn set(conditions: &mut Vec<Condition>, desired: Desired, generation: Option
         type_,
         status,
         reason,
-        mut message,
+        message,
     } = desired;
-    if message.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-    }
+    let message = crate::report::truncate(message, MAX_MESSAGE_BYTES);
     let condition = Condition {
         type_: type_.as_str().to_owned(),
         status: status.as_str().to_owned(),

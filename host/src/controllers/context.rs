@@ -133,7 +133,7 @@ impl Context {
                 EventType::Normal
             },
             reason: reason.as_str().into(),
-            note: Some(truncate(note.into(), 1000)),
+            note: Some(crate::report::truncate(note.into(), 1000)),
             action: "Reconcile".into(),
             secondary: None,
         };
@@ -195,16 +195,4 @@ impl Context {
     pub fn succeeded(&self, uid: &str) {
         self.backoff.reset(uid);
     }
-}
-
-/// `text` cut to at most `max` bytes on a char boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

@@ -14,6 +14,7 @@ pub mod infrastructure;
 pub mod machinepool;
 pub mod metrics;
 pub mod outcome;
+mod paused;
 pub mod provider;
 pub mod providermodule;
 mod watches;

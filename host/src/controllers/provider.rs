@@ -211,25 +211,6 @@ pub fn cluster_info(cluster: &Cluster, kubernetes_version: Option<&str>) -> type
     }
 }
 
-/// Whether the object or its Cluster is paused, and the message saying so.
-pub fn paused<K: Resource<DynamicType = ()>>(object: &K, cluster: &Cluster) -> Option<String> {
-    let mut why = Vec::new();
-    if cluster.is_paused() {
-        why.push("Cluster spec.paused is set to true".to_owned());
-    }
-    if object
-        .annotations()
-        .contains_key(crate::api::annotations::PAUSED)
-    {
-        why.push(format!(
-            "{} has the {} annotation",
-            K::kind(&()),
-            crate::api::annotations::PAUSED
-        ));
-    }
-    (!why.is_empty()).then(|| why.join(", "))
-}
-
 /// How a provider object's step ended.
 pub enum Step {
     /// Done: the `Ready` condition holds with this reason and message.

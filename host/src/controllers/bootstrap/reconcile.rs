@@ -72,7 +72,7 @@ async fn generate(
         Err(wait) => return Ok(Step::Wait(wait)),
     };
     let cluster_name = &pool.spec.cluster_name;
-    if let Some(why) = provider::paused(config, &cluster) {
+    if let Some(why) = crate::controllers::paused::why(config, &cluster) {
         return Ok(Step::Paused(why));
     }
     if cluster.endpoint().is_none() {

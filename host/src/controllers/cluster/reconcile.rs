@@ -56,7 +56,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         endpoint: None,
     };
 
-    if let Some(why) = paused(&cluster) {
+    if let Some(why) = crate::controllers::paused::why(&*cluster, &cluster) {
         scope.set(Desired::holds(ConditionType::Paused, Reason::Paused, why));
         finish(&ctx, &scope, &before, true).await?;
         return Ok(Action::await_change());
@@ -180,20 +180,6 @@ impl Scope<'_> {
         ctx.cluster_watches.ensure(&resolved.resource);
         Ok(resolved)
     }
-}
-
-fn paused(cluster: &Cluster) -> Option<String> {
-    let mut why = Vec::new();
-    if cluster.is_paused() {
-        why.push("Cluster spec.paused is set to true");
-    }
-    if cluster
-        .annotations()
-        .contains_key(crate::api::annotations::PAUSED)
-    {
-        why.push("Cluster has the cluster.x-k8s.io/paused annotation");
-    }
-    (!why.is_empty()).then(|| why.join(", "))
 }
 
 /// The referenced object, adopted (owner reference and cluster label), or

@@ -99,7 +99,7 @@ async fn provision(
         Ok(cluster) => cluster,
         Err(wait) => return Ok((Step::Wait(wait), None)),
     };
-    if let Some(why) = provider::paused(object, &cluster) {
+    if let Some(why) = crate::controllers::paused::why(object, &cluster) {
         return Ok((Step::Paused(why), None));
     }
     if !object.finalizers().iter().any(|f| f == CLUSTER_FINALIZER) {

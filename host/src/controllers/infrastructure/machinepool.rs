@@ -66,7 +66,7 @@ async fn provision(
         Ok(found) => found,
         Err(wait) => return Ok((Step::Wait(wait), None)),
     };
-    if let Some(why) = provider::paused(pool, &cluster) {
+    if let Some(why) = crate::controllers::paused::why(pool, &cluster) {
         return Ok((Step::Paused(why), None));
     }
     ensure_finalizer(pool, ctx).await?;

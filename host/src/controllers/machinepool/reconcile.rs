@@ -61,7 +61,7 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     let wrote_metadata = !deleting && ensure_metadata(&pool, &cluster, &ctx).await?;
     let mut scope = Scope::new(&pool, cluster);
 
-    if let Some(why) = crate::controllers::provider::paused(&*pool, &scope.cluster) {
+    if let Some(why) = crate::controllers::paused::why(&*pool, &scope.cluster) {
         scope.set(Desired::holds(ConditionType::Paused, Reason::Paused, why));
         write_status(&ctx, &pool, scope.status).await?;
         return Ok(Action::await_change());
