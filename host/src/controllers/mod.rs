@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 
+pub use config::{ConfigError, ConfigSchemas};
 pub use context::{Context, Settings, Triggers};
 pub use error::Error;
 pub use metrics::Metrics;

@@ -94,6 +94,26 @@ impl LoadedProvider {
     pub fn capabilities(&self) -> &Capabilities {
         &self.capabilities
     }
+
+    /// What the component exports, by name (`info`, `capwasm:provider/bootstrap@0.1.0`, ...).
+    pub fn exports(&self) -> Vec<String> {
+        let component = self.pre.instance.component();
+        component
+            .component_type()
+            .exports(component.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// What the component imports, by name (`capwasm:provider/log@0.1.0`, `wasi:http/...`).
+    pub fn imports(&self) -> Vec<String> {
+        let component = self.pre.instance.component();
+        component
+            .component_type()
+            .imports(component.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for LoadedProvider {
