@@ -1,6 +1,7 @@
 //! The command line: the only code that reads flags or the environment.
 
 mod crds;
+mod provider;
 mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -29,21 +30,39 @@ enum Command {
     Run(run::Args),
     /// Print the CRDs (or write them, one file each, into a directory).
     Crds(crds::Args),
+    /// Inspect a provider component, or make one call into it from a request fixture.
+    Provider(provider::Args),
+}
+
+/// How a command ended without an error of its own (those exit 1).
+pub(crate) enum Exit {
+    /// Exit 0.
+    Success,
+    /// A documented code for an outcome that is not capwasm's failure, such
+    /// as a provider's typed error in `capwasm provider test`.
+    Code(u8),
 }
 
 /// Parses the command line and runs what it asks for.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
-    match &cli.command {
-        Command::Run(args) => run::run(args),
-        Command::Crds(args) => crds::run(args),
+    init_logging(cli.log_format, "info");
+    let exit = match &cli.command {
+        Command::Run(args) => run::run(args).map(|()| Exit::Success),
+        Command::Crds(args) => crds::run(args).map(|()| Exit::Success),
+        Command::Provider(args) => provider::run(args),
+    }?;
+    if let Exit::Code(code) = exit {
+        // Only the outcome's line was printed; main's `error:` line is for failures.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(code.into());
     }
+    Ok(())
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -1,0 +1,160 @@
+//! `capwasm provider`: a provider component on its own, without a cluster.
+
+mod fixture;
+mod inspect;
+mod json;
+mod test;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::report::error_chain;
+use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource, Runtime};
+
+use super::Exit;
+
+/// Flags of `capwasm provider`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Load a component as the operator would and describe it: world, WIT
+    /// version, exports, info, config schema, size and digest.
+    Inspect(inspect::Args),
+    /// Make one call into a component from a request fixture, and print its
+    /// result or its error.
+    Test(test::Args),
+}
+
+pub fn run(args: &Args) -> anyhow::Result<Exit> {
+    match &args.command {
+        Command::Inspect(args) => inspect::run(args).map(|()| Exit::Success),
+        Command::Test(args) => test::run(args),
+    }
+}
+
+/// A component loaded through the operator's own stages (read, check the
+/// bytes, compile, find its world and version, check calls), in service in
+/// `runtime` under its file stem.
+struct Loaded {
+    runtime: Runtime,
+    provider: Arc<LoadedProvider>,
+    size: usize,
+}
+
+/// Loads `path` the way a ProviderModule's component is loaded, so that it
+/// fails for the same reasons, each said with what to do about it.
+fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Result<Loaded> {
+    let runtime = Runtime::new(
+        wasm::RuntimeSettings {
+            max_memory_bytes: limits.memory_bytes,
+            // One call at a time, plus the loading check.
+            max_instances: 2,
+            cache: None,
+        },
+        None,
+    )
+    .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {}", error_chain(&e)))?;
+    // Read here rather than by the runtime, so that size and digest describe the same bytes.
+    let bytes = std::fs::read(path).map_err(|source| {
+        refused(
+            path,
+            &wasm::Error::Read {
+                path: path.to_owned(),
+                source,
+            },
+        )
+    })?;
+    let size = bytes.len();
+    let name = path.file_stem().map_or_else(
+        || "provider".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let provider = runtime
+        .load_blocking(
+            &name,
+            ProviderSource::Bytes(bytes),
+            None,
+            limits,
+            capabilities,
+        )
+        .map_err(|e| refused(path, &e))?;
+    let provider = Arc::new(provider);
+    runtime.registry().install(provider.clone());
+    Ok(Loaded {
+        runtime,
+        provider,
+        size,
+    })
+}
+
+/// One line: what is wrong with the component and, where there is
+/// something to do about it, what.
+fn refused(path: &Path, error: &wasm::Error) -> anyhow::Error {
+    let what = match error {
+        wasm::Error::Read { .. } => return anyhow::anyhow!("{}", error_chain(error)),
+        other => error_chain(other),
+    };
+    let hint = match error {
+        wasm::Error::NotAComponent => {
+            "; build it for wasm32-wasip2, or wrap a core module with `wasm-tools component new`"
+        }
+        wasm::Error::UnknownWorld { .. } => {
+            "; a provider exports the bootstrap-provider or infrastructure-provider world of wit/provider"
+        }
+        wasm::Error::UnsupportedVersion { .. } => "; rebuild it against this host's wit/provider",
+        wasm::Error::Link { .. } => {
+            "; it may import only what its world grants (log, clocks, random, and for infrastructure wasi:http)"
+        }
+        _ => "",
+    };
+    anyhow::anyhow!("cannot load {}: {what}{hint}", path.display())
+}
+
+/// `--memory-mib` and friends, as the operator's per-ProviderModule limits.
+#[derive(Debug, clap::Args)]
+struct LimitArgs {
+    /// Linear memory the component may grow to, in MiB (the operator's default).
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    memory_mib: u32,
+    /// Wall-clock time one call may take, in milliseconds (the operator's default).
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    timeout_ms: u64,
+    /// Size of what one call may return, in KiB (the operator's default).
+    #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_output_kib: u32,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            memory_bytes: (self.memory_mib as usize) << 20,
+            deadline: std::time::Duration::from_millis(self.timeout_ms),
+            max_output_bytes: (self.max_output_kib as usize) << 10,
+            ..Limits::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        limits: LimitArgs,
+    }
+
+    #[test]
+    fn limit_flags_default_to_the_operators_limits() {
+        let flags = Flags::try_parse_from(["x"]).unwrap();
+        assert_eq!(flags.limits.limits(), Limits::default());
+    }
+}
