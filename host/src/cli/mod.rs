@@ -3,6 +3,7 @@
 mod crds;
 mod provider;
 mod run;
+mod simcloud;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -32,6 +33,8 @@ enum Command {
     Crds(crds::Args),
     /// Inspect a provider component, or make one call into it from a request fixture.
     Provider(provider::Args),
+    /// Serve the simulated cloud that the sim-infrastructure provider provisions in.
+    SimCloud(simcloud::Args),
 }
 
 /// How a command ended without an error of its own (those exit 1).
@@ -46,11 +49,18 @@ pub(crate) enum Exit {
 /// Parses the command line and runs what it asks for.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging(cli.log_format, "info");
+    let default_filter = match &cli.command {
+        // kube logs each failed request on its own line; sim-cloud reports
+        // them itself, with what it was doing.
+        Command::SimCloud(_) => "info,kube_client::client::builder=off",
+        _ => "info",
+    };
+    init_logging(cli.log_format, default_filter);
     let exit = match &cli.command {
         Command::Run(args) => run::run(args).map(|()| Exit::Success),
         Command::Crds(args) => crds::run(args).map(|()| Exit::Success),
         Command::Provider(args) => provider::run(args),
+        Command::SimCloud(args) => simcloud::run(args).map(|()| Exit::Success),
     }?;
     if let Exit::Code(code) = exit {
         // Only the outcome's line was printed; main's `error:` line is for failures.

@@ -157,7 +157,7 @@ fn identity(args: &Args) -> String {
     })
 }
 
-async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+pub(super) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -236,7 +236,7 @@ async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
