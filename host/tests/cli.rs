@@ -298,16 +298,43 @@ async fn provider_test_reports_a_panicking_guest_as_a_trap_with_its_message() {
 }
 
 #[tokio::test]
-async fn provider_test_reports_a_looping_guest_past_its_timeout() {
-    let output = provider_test(
-        "hostile_infinite_loop.wasm",
-        &example("kubeadm-generate-join.json"),
-        &["--timeout-ms", "200"],
-    )
-    .await;
-    assert_exit(&output, 21);
-    let line = one_line(&output);
-    assert!(line.starts_with("deadline exceeded: "), "{line}");
+async fn provider_test_names_the_limit_a_hostile_guest_ran_into() {
+    let dir = tempfile::tempdir().unwrap();
+    let join = example("kubeadm-generate-join.json");
+    // The oversized guest takes only `sizeBytes`: 2 MiB, over the 1 MiB output cap.
+    let mut oversized: Value =
+        serde_json::from_str(&std::fs::read_to_string(&join).unwrap()).unwrap();
+    oversized["request"]["config"] = serde_json::json!({"sizeBytes": 2 << 20});
+    let oversized_fixture = dir.path().join("oversized.json");
+    std::fs::write(&oversized_fixture, oversized.to_string()).unwrap();
+    let cases: [(&str, &Path, &[&str], i32, &str); 3] = [
+        (
+            "hostile_infinite_loop.wasm",
+            &join,
+            &["--timeout-ms", "200"],
+            21,
+            "deadline exceeded: bootstrap.generate ran past 200ms (--timeout-ms)",
+        ),
+        (
+            "hostile_memory_bomb.wasm",
+            &join,
+            &["--memory-mib", "16"],
+            22,
+            "memory limit exceeded: bootstrap.generate tried to grow past 16 MiB (--memory-mib)",
+        ),
+        (
+            "hostile_oversized_output.wasm",
+            &oversized_fixture,
+            &["--max-output-kib", "1024"],
+            23,
+            "output too large: bootstrap.generate returned 2097152 bytes, over the limit of 1048576 (--max-output-kib)",
+        ),
+    ];
+    for (component, fixture, flags, code, message) in cases {
+        let output = provider_test(component, fixture, flags).await;
+        assert_exit(&output, code);
+        assert_eq!(one_line(&output), message, "{component}");
+    }
 }
 
 #[tokio::test]
