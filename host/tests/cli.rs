@@ -588,10 +588,18 @@ async fn sim_cloud_says_what_is_wrong_with_its_flags_in_one_line() {
     let missing = dir.path().join("missing");
     let missing = missing.to_str().unwrap();
     let loopback = "127.0.0.1:0";
-    let cases: [(&[&str], &str); 4] = [
+    // YAML errors quote the input over several lines.
+    let not_yaml = dir.path().join("not-yaml");
+    std::fs::write(&not_yaml, "vm\n").unwrap();
+    let not_yaml = not_yaml.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--listen", loopback, "--kubeconfig", unreachable],
             "cannot reach the workload cluster's API server",
+        ),
+        (
+            &["--listen", loopback, "--kubeconfig", not_yaml],
+            "cannot read the kubeconfig",
         ),
         (
             &["--listen", loopback, "--kubeconfig", missing],

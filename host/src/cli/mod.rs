@@ -61,13 +61,33 @@ pub fn main() -> anyhow::Result<()> {
         Command::Crds(args) => crds::run(args).map(|()| Exit::Success),
         Command::Provider(args) => provider::run(args),
         Command::SimCloud(args) => simcloud::run(args).map(|()| Exit::Success),
-    }?;
+    }
+    .map_err(|e| one_line(&e))?;
     if let Exit::Code(code) = exit {
         // Only the outcome's line was printed; main's `error:` line is for failures.
         let _ = std::io::Write::flush(&mut std::io::stdout());
         std::process::exit(code.into());
     }
     Ok(())
+}
+
+/// The error as a single cause that is one line, for main to print: a few
+/// causes span lines (YAML errors quote the input) or end with the text of
+/// the cause after them (kube's and hyper's), which would print twice.
+fn one_line(error: &anyhow::Error) -> anyhow::Error {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        let first = text.lines().next().unwrap_or_default().trim();
+        if first.is_empty() || line.ends_with(first) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(first);
+    }
+    anyhow::Error::msg(line)
 }
 
 fn init_logging(format: LogFormat, default_filter: &str) {
@@ -81,4 +101,30 @@ fn init_logging(format: LogFormat, default_filter: &str) {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Connect(#[source] std::io::Error);
+
+    #[test]
+    fn one_line_keeps_first_lines_and_drops_causes_already_said() {
+        let yaml =
+            anyhow::Error::msg("line 1 column 1: expected mapping start\n --> <input>:1:1\n  |")
+                .context("cannot read the kubeconfig k");
+        assert_eq!(
+            one_line(&yaml).to_string(),
+            "cannot read the kubeconfig k: line 1 column 1: expected mapping start"
+        );
+        let repeated = anyhow::Error::new(Connect(std::io::Error::other("connection refused")))
+            .context("ServiceError: client error (Connect)");
+        assert_eq!(
+            one_line(&repeated).to_string(),
+            "ServiceError: client error (Connect): connection refused"
+        );
+    }
 }

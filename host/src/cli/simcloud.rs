@@ -131,6 +131,14 @@ async fn workload_client(path: &std::path::Path) -> anyhow::Result<kube::Client>
             "the workload cluster's API server in {} did not answer within {STARTUP_CHECK:?}: is the cluster up?",
             path.display()
         ),
+        // The answer, not kube's Debug dump of it.
+        Ok(Err(kube::Error::Api(status))) => bail!(
+            "the workload cluster's API server in {} answered {} {}: {}; are the kubeconfig's credentials right?",
+            path.display(),
+            status.code,
+            status.reason,
+            status.message
+        ),
         Ok(Err(e)) => Err(anyhow::Error::new(e).context(format!(
             "cannot reach the workload cluster's API server in {}: is the cluster up, and is the kubeconfig right?",
             path.display()
