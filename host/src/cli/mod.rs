@@ -46,8 +46,9 @@ pub(crate) enum Exit {
     Code(u8),
 }
 
-/// Parses the command line and runs what it asks for.
-pub fn main() -> anyhow::Result<()> {
+/// Parses the command line, runs what it asks for, and says how it ended:
+/// 0, a documented code, or 1 with one line on stderr saying what is wrong.
+pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let default_filter = match &cli.command {
         // kube logs each failed request on its own line; sim-cloud reports
@@ -61,20 +62,22 @@ pub fn main() -> anyhow::Result<()> {
         Command::Crds(args) => crds::run(args).map(|()| Exit::Success),
         Command::Provider(args) => provider::run(args),
         Command::SimCloud(args) => simcloud::run(args).map(|()| Exit::Success),
+    };
+    match exit {
+        Ok(Exit::Success) => std::process::ExitCode::SUCCESS,
+        // Only the outcome's own line was printed; the `error:` line is for failures.
+        Ok(Exit::Code(code)) => std::process::ExitCode::from(code),
+        Err(error) => {
+            eprintln!("error: {}", one_line(&error));
+            std::process::ExitCode::FAILURE
+        }
     }
-    .map_err(|e| one_line(&e))?;
-    if let Exit::Code(code) = exit {
-        // Only the outcome's line was printed; main's `error:` line is for failures.
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        std::process::exit(code.into());
-    }
-    Ok(())
 }
 
 /// The error as a single cause that is one line, for main to print: a few
 /// causes span lines (YAML errors quote the input) or end with the text of
 /// the cause after them (kube's and hyper's), which would print twice.
-fn one_line(error: &anyhow::Error) -> anyhow::Error {
+fn one_line(error: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in error.chain() {
         let text = cause.to_string();
@@ -87,7 +90,7 @@ fn one_line(error: &anyhow::Error) -> anyhow::Error {
         }
         line.push_str(first);
     }
-    anyhow::Error::msg(line)
+    line
 }
 
 fn init_logging(format: LogFormat, default_filter: &str) {
@@ -117,13 +120,13 @@ mod tests {
             anyhow::Error::msg("line 1 column 1: expected mapping start\n --> <input>:1:1\n  |")
                 .context("cannot read the kubeconfig k");
         assert_eq!(
-            one_line(&yaml).to_string(),
+            one_line(&yaml),
             "cannot read the kubeconfig k: line 1 column 1: expected mapping start"
         );
         let repeated = anyhow::Error::new(Connect(std::io::Error::other("connection refused")))
             .context("ServiceError: client error (Connect)");
         assert_eq!(
-            one_line(&repeated).to_string(),
+            one_line(&repeated),
             "ServiceError: client error (Connect): connection refused"
         );
     }
