@@ -1,6 +1,7 @@
 //! The operator and the simulated cloud for controller tests: one of each
 //! per test binary, on a runtime of their own (tests come and go with their
-//! own runtimes), against the shared management and workload API servers.
+//! own runtimes), against the shared management and workload API servers;
+//! or a stack of a test's own, acting with the credentials it is given.
 //! The simulated cloud registers a Ready Node in the workload cluster for
 //! each running instance, as a kubelet would after running the bootstrap data.
 
@@ -24,6 +25,8 @@ pub struct Stack {
     pub cloud: SimCloud,
     /// Its API's base URL (`http://127.0.0.1:<port>`).
     pub cloud_endpoint: String,
+    /// Dropping it stops the operator and the cloud (the shared stack's never is).
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 static STACK: OnceCell<Result<Stack, String>> = OnceCell::const_new();
@@ -36,29 +39,35 @@ impl Stack {
         let stack = STACK
             .get_or_init(|| async {
                 let env = TestEnv::shared().await.map_err(|e| e.to_string())?;
-                start(env).await.map_err(|e| e.to_string())
+                let workload = env
+                    .workload()
+                    .ok_or_else(|| "the shared environment has no workload server".to_owned())?;
+                Self::start(env.management().config().clone(), workload.config().clone())
+                    .await
+                    .map_err(|e| e.to_string())
             })
             .await;
         stack
             .as_ref()
             .map_err(|message| Error::SharedStart(message.clone()))
     }
+
+    /// A stack of its own: the operator acting with `management` (whose
+    /// credentials or impersonation decide what it may do), the cloud
+    /// registering Nodes with `workload`. Both stop when it is dropped.
+    pub async fn start(management: kube::Config, workload: kube::Config) -> Result<Stack> {
+        // The operator's log, for a failing test: CAPWASM_TEST_LOG=capwasm=debug, say.
+        if let Ok(filter) = std::env::var("CAPWASM_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+        start(management, workload).await
+    }
 }
 
-async fn start(env: &'static TestEnv) -> Result<Stack> {
-    // The operator's log, for a failing test: CAPWASM_TEST_LOG=capwasm=debug, say.
-    if let Ok(filter) = std::env::var("CAPWASM_TEST_LOG") {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_test_writer()
-            .try_init();
-    }
-    let management = env.management().config().clone();
-    let workload = env
-        .workload()
-        .ok_or_else(|| Error::SharedStart("the shared environment has no workload server".into()))?
-        .config()
-        .clone();
+async fn start(management: kube::Config, workload: kube::Config) -> Result<Stack> {
     let (started, ready) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("capwasm-operator".into())
@@ -75,12 +84,17 @@ async fn start(env: &'static TestEnv) -> Result<Stack> {
                 }
             };
             runtime.block_on(async move {
-                match build(management, workload).await {
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                match build(management, workload, stop).await {
                     Ok((operator, stack, cloud)) => {
                         let _ = started.send(Ok(stack));
-                        // The cloud serves for as long as the operator runs: the test binary's life.
+                        // The cloud serves for as long as the operator runs.
                         let _cloud = cloud;
-                        operator.run(std::future::pending()).await;
+                        operator
+                            .run(async move {
+                                let _ = stopped.await;
+                            })
+                            .await;
                     }
                     Err(e) => {
                         let _ = started.send(Err(e));
@@ -98,6 +112,7 @@ async fn start(env: &'static TestEnv) -> Result<Stack> {
 async fn build(
     management: kube::Config,
     workload: kube::Config,
+    stop: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(Operator, Stack, simcloud::RunningSimCloud), String> {
     let client = Client::try_from(management).map_err(|e| e.to_string())?;
     let nodes = Client::try_from(workload).map_err(|e| e.to_string())?;
@@ -125,6 +140,7 @@ async fn build(
         context: operator.context().clone(),
         cloud: cloud.cloud().clone(),
         cloud_endpoint: cloud.endpoint(),
+        _stop: stop,
     };
     Ok((operator, stack, cloud))
 }
