@@ -1,0 +1,706 @@
+//! `deploy/`: every manifest (and every CRD) applies, the operator does its
+//! whole job holding exactly the ClusterRole there, and the Deployment's
+//! arguments are ones `capwasm run` accepts.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use capwasm::api::MachinePool;
+use clap::Parser as _;
+use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
+use kube::core::discovery::Scope;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _, discovery};
+use serde::Deserialize as _;
+use testenv::flows::{Apis, wait_for, wait_for_event, wait_for_pool};
+use testenv::{Stack, TestEnv};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds");
+const FIELD_MANAGER: &str = "capwasm-deploy-test";
+/// How long the ServiceAccount's permissions may take to reach the API
+/// server's authorizer.
+const RBAC_PROPAGATION: Duration = Duration::from_secs(30);
+
+// === manifests ===
+
+/// A manifest and the file it came from.
+struct Manifest {
+    file: String,
+    object: DynamicObject,
+}
+
+impl Manifest {
+    fn kind(&self) -> &str {
+        self.object.types.as_ref().map_or("", |t| t.kind.as_str())
+    }
+
+    fn describe(&self) -> String {
+        format!("{} {} ({})", self.kind(), self.object.name_any(), self.file)
+    }
+}
+
+/// Every object in a YAML file (several documents allowed).
+fn read_objects(path: &Path) -> Vec<Manifest> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut manifests = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(document)
+            .unwrap_or_else(|e| panic!("{file} is not YAML: {e}"));
+        if value.is_null() {
+            continue;
+        }
+        let object = serde_json::from_value(value).unwrap_or_else(|e| {
+            panic!("{file} holds something other than a Kubernetes object: {e}")
+        });
+        manifests.push(Manifest {
+            file: file.clone(),
+            object,
+        });
+    }
+    manifests
+}
+
+/// The files `deploy/kustomization.yaml` lists, in its order.
+fn kustomization_resources() -> Vec<String> {
+    let path = Path::new(DEPLOY).join("kustomization.yaml");
+    let text = std::fs::read_to_string(&path).expect("deploy/kustomization.yaml is readable");
+    let kustomization: serde_json::Value =
+        serde_yaml_ng::from_str(&text).expect("deploy/kustomization.yaml is YAML");
+    let fields = kustomization
+        .as_object()
+        .expect("deploy/kustomization.yaml is a mapping");
+    // These tests apply the listed files as they are: a transformer would
+    // make what kustomize applies differ from what they check.
+    let unknown: Vec<&String> = fields
+        .keys()
+        .filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "resources"))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "deploy/kustomization.yaml uses {unknown:?}; the tests apply the listed files unchanged, so teach them these first"
+    );
+    fields
+        .get("resources")
+        .and_then(serde_json::Value::as_array)
+        .expect("deploy/kustomization.yaml lists resources")
+        .iter()
+        .map(|r| r.as_str().expect("a resource is a path").to_owned())
+        .collect()
+}
+
+/// What `kubectl apply -k deploy/` applies.
+fn manifests() -> Vec<Manifest> {
+    kustomization_resources()
+        .iter()
+        .flat_map(|file| read_objects(&Path::new(DEPLOY).join(file)))
+        .collect()
+}
+
+/// What `kubectl apply -f crds/` applies.
+fn crds() -> Vec<Manifest> {
+    yaml_files(Path::new(CRDS))
+        .iter()
+        .flat_map(|path| read_objects(path))
+        .collect()
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn the_deployment() -> Deployment {
+    let manifest = manifests()
+        .into_iter()
+        .find(|m| m.kind() == "Deployment")
+        .expect("deploy/ has a Deployment");
+    serde_json::from_value(serde_json::to_value(&manifest.object).expect("serialisable"))
+        .expect("the Deployment is a valid apps/v1 Deployment")
+}
+
+/// Applies `object` (server-side) wherever discovery says its kind lives.
+async fn apply(
+    client: &Client,
+    manifest: &Manifest,
+    params: &PatchParams,
+) -> Result<DynamicObject, kube::Error> {
+    let types = manifest
+        .object
+        .types
+        .as_ref()
+        .unwrap_or_else(|| panic!("{} has no apiVersion and kind", manifest.file));
+    let gvk = GroupVersionKind::try_from(types)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest.describe()));
+    let (resource, capabilities) = discovery::pinned_kind(client, &gvk).await?;
+    let api: Api<DynamicObject> = match capabilities.scope {
+        Scope::Namespaced => {
+            let namespace = manifest.object.namespace().unwrap_or_else(|| {
+                panic!(
+                    "{} is namespaced but names no namespace",
+                    manifest.describe()
+                )
+            });
+            Api::namespaced_with(client.clone(), &namespace, &resource)
+        }
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        &manifest.object.name_any(),
+        params,
+        &Patch::Apply(&manifest.object),
+    )
+    .await
+}
+
+// === the operator's warnings ===
+
+/// Every warning (and error) logged in this process, for a test to read:
+/// a forbidden request leaves a line here, whoever made it.
+struct Warnings {
+    lines: Mutex<Vec<String>>,
+    count: tokio::sync::watch::Sender<usize>,
+}
+
+impl Warnings {
+    /// The process's one collector, installed as the global subscriber the
+    /// first time (with CAPWASM_TEST_LOG's filter, its lines also go to stderr).
+    fn install() -> Arc<Warnings> {
+        static WARNINGS: OnceLock<Arc<Warnings>> = OnceLock::new();
+        WARNINGS
+            .get_or_init(|| {
+                use tracing_subscriber::Layer as _;
+                let warnings = Arc::new(Warnings {
+                    lines: Mutex::new(Vec::new()),
+                    count: tokio::sync::watch::Sender::new(0),
+                });
+                let collect = tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(Collector(warnings.clone()))
+                    .with_filter(tracing_subscriber::filter::LevelFilter::WARN);
+                let show = std::env::var("CAPWASM_TEST_LOG").ok().map(|filter| {
+                    tracing_subscriber::fmt::layer()
+                        .with_writer(std::io::stderr)
+                        .with_filter(tracing_subscriber::EnvFilter::new(filter))
+                });
+                let subscriber = tracing_subscriber::registry().with(collect).with(show);
+                tracing::subscriber::set_global_default(subscriber)
+                    .expect("no other global subscriber in this test binary");
+                warnings
+            })
+            .clone()
+    }
+
+    fn len(&self) -> usize {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The lines from the `mark`th on.
+    fn since(&self, mark: usize) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(PoisonError::into_inner)[mark..].to_vec()
+    }
+
+    /// The forbidden requests logged from the `mark`th line on.
+    fn forbidden_since(&self, mark: usize) -> Vec<String> {
+        self.since(mark)
+            .into_iter()
+            .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+            .collect()
+    }
+
+    /// Completes once a forbidden request is logged after `mark`.
+    async fn first_forbidden_since(&self, mark: usize) -> Vec<String> {
+        let mut count = self.count.subscribe();
+        loop {
+            let forbidden = self.forbidden_since(mark);
+            if !forbidden.is_empty() {
+                return forbidden;
+            }
+            if count.changed().await.is_err() {
+                return Vec::new();
+            }
+        }
+    }
+}
+
+struct Collector(Arc<Warnings>);
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Collector {
+    type Writer = Line;
+
+    fn make_writer(&'a self) -> Line {
+        Line {
+            text: Vec::new(),
+            warnings: self.0.clone(),
+        }
+    }
+}
+
+/// One formatted event, kept when the formatter is done with it.
+struct Line {
+    text: Vec<u8>,
+    warnings: Arc<Warnings>,
+}
+
+impl std::io::Write for Line {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if self.text.is_empty() {
+            return;
+        }
+        let line = String::from_utf8_lossy(&self.text).trim_end().to_owned();
+        let count = {
+            let mut lines = self
+                .warnings
+                .lines
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            lines.push(line);
+            lines.len()
+        };
+        self.warnings.count.send_replace(count);
+    }
+}
+
+// === tests ===
+
+#[test]
+fn kustomization_lists_every_manifest_in_deploy() {
+    let listed: BTreeSet<String> = kustomization_resources().into_iter().collect();
+    let present: BTreeSet<String> = yaml_files(Path::new(DEPLOY))
+        .iter()
+        .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .filter(|f| f != "kustomization.yaml")
+        .collect();
+    assert_eq!(
+        listed, present,
+        "deploy/kustomization.yaml must list exactly the manifests in deploy/"
+    );
+}
+
+#[tokio::test]
+async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let dry_run = PatchParams::apply(FIELD_MANAGER).dry_run();
+    let mut refused = Vec::new();
+    let mut applied = 0;
+    // In the README's order: the CRDs, then the kustomization.
+    for manifest in crds().iter().chain(&manifests()) {
+        match apply(&client, manifest, &dry_run).await {
+            Ok(_) => applied += 1,
+            Err(e) => refused.push(format!("{}: {e}", manifest.describe())),
+        }
+        // The objects after it need their namespace to exist, as the real
+        // apply of the Namespace would have made it.
+        if manifest.kind() == "Namespace" {
+            apply(&client, manifest, &PatchParams::apply(FIELD_MANAGER))
+                .await
+                .unwrap();
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "the API server refused (dry run):\n{}",
+        refused.join("\n")
+    );
+    assert!(applied > crds().len(), "deploy/ applied no manifest");
+
+    // Pod Security admission enforces the namespace's level on Pods, not on
+    // the Deployment: the Pod it would make must pass too.
+    let deployment = the_deployment();
+    let namespace = deployment.namespace().expect("the Deployment's namespace");
+    let template = deployment.spec.map(|s| s.template).expect("a pod template");
+    let level = Api::<Namespace>::all(client.clone())
+        .get(&namespace)
+        .await
+        .unwrap()
+        .labels()
+        .get("pod-security.kubernetes.io/enforce")
+        .cloned();
+    assert_eq!(level.as_deref(), Some("restricted"));
+    let pod = Pod {
+        metadata: ObjectMeta {
+            generate_name: Some("capwasm-dry-run-".into()),
+            namespace: Some(namespace.clone()),
+            ..template.metadata.unwrap_or_default()
+        },
+        spec: template.spec,
+        ..Pod::default()
+    };
+    Api::<Pod>::namespaced(client, &namespace)
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &pod,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the Deployment's Pod is refused in {namespace}: {e}"));
+}
+
+/// The container's args as the kubelet passes them: each `$(VAR)` replaced
+/// by the value of the container's variable (here `value-of-VAR`).
+fn kubelet_args(container: &Container) -> Vec<String> {
+    let defined: BTreeSet<&str> = container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.as_str())
+        .collect();
+    container
+        .args
+        .iter()
+        .flatten()
+        .map(|arg| {
+            let mut expanded = arg.clone();
+            while let Some(start) = expanded.find("$(") {
+                let end = start
+                    + expanded[start..]
+                        .find(')')
+                        .unwrap_or_else(|| panic!("unclosed $( in {arg:?}"));
+                let name = expanded[start + 2..end].to_owned();
+                assert!(
+                    defined.contains(name.as_str()),
+                    "{arg:?} uses ${name} but the container defines no such variable"
+                );
+                expanded.replace_range(start..=end, &format!("value-of-{name}"));
+            }
+            expanded
+        })
+        .collect()
+}
+
+#[test]
+fn deployment_args_are_accepted_by_capwasm_run() {
+    let deployment = the_deployment();
+    let spec = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("a pod spec");
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| {
+            c.args
+                .as_ref()
+                .is_some_and(|a| a.first().map(String::as_str) == Some("run"))
+        })
+        .expect("a container running `capwasm run`");
+    let env = container.env.clone().unwrap_or_default();
+    let args = kubelet_args(container);
+    if let Err(e) =
+        capwasm::cli::Cli::try_parse_from(std::iter::once("capwasm".into()).chain(args.clone()))
+    {
+        panic!("capwasm refuses the Deployment's args {args:?}:\n{e}");
+    }
+
+    let flag = |name: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("--{name}=")))
+            .unwrap_or_else(|| panic!("the Deployment passes no --{name}=…"))
+            .to_owned()
+    };
+    // --instance is the pod's name.
+    assert_eq!(flag("instance"), "value-of-POD_NAME");
+    let pod_name = env
+        .iter()
+        .find(|e| e.name == "POD_NAME")
+        .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+        .map(|f| f.field_path.as_str());
+    assert_eq!(pod_name, Some("metadata.name"));
+
+    // /metrics, /healthz and /readyz are served where the port, the probes
+    // and the Service point.
+    let address: std::net::SocketAddr = flag("metrics-bind-address").parse().unwrap();
+    assert!(
+        address.ip().is_unspecified(),
+        "metrics must be reachable from outside the pod"
+    );
+    let port = container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .expect("a port named metrics");
+    assert_eq!(port.container_port, i32::from(address.port()));
+    for (probe, path) in [
+        (&container.liveness_probe, "/healthz"),
+        (&container.readiness_probe, "/readyz"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("no HTTP probe of {path}"));
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into())
+        );
+    }
+
+    // The cache is writable although the root filesystem is not: it is
+    // under an emptyDir mount.
+    assert_eq!(
+        container
+            .security_context
+            .as_ref()
+            .and_then(|s| s.read_only_root_filesystem),
+        Some(true)
+    );
+    let cache = PathBuf::from(flag("cache-dir"));
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| cache.starts_with(&m.mount_path))
+        .unwrap_or_else(|| panic!("--cache-dir {} is on no volume", cache.display()));
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .expect("the mounted volume");
+    assert!(
+        volume.empty_dir.is_some(),
+        "the cache volume is an emptyDir"
+    );
+}
+
+/// The RBAC objects of `deploy/`, applied for real.
+async fn install_rbac(client: &Client) -> (String, String) {
+    let mut service_account = None;
+    for manifest in manifests() {
+        if !matches!(
+            manifest.kind(),
+            "Namespace"
+                | "ServiceAccount"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Role"
+                | "RoleBinding"
+        ) {
+            continue;
+        }
+        apply(client, &manifest, &PatchParams::apply(FIELD_MANAGER))
+            .await
+            .unwrap_or_else(|e| panic!("cannot apply {}: {e}", manifest.describe()));
+        if manifest.kind() == "ServiceAccount" {
+            service_account = Some((
+                manifest.object.namespace().unwrap_or_default(),
+                manifest.object.name_any(),
+            ));
+        }
+    }
+    service_account.expect("deploy/ has a ServiceAccount")
+}
+
+/// The admin configuration, impersonating the ServiceAccount as a pod
+/// running as it authenticates.
+fn impersonating(admin: &kube::Config, namespace: &str, name: &str) -> kube::Config {
+    let mut config = admin.clone();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".into(),
+    ]);
+    config
+}
+
+/// Waits until the API server's authorizer knows the ServiceAccount's
+/// ClusterRoleBinding: a watch as the ServiceAccount, retried with backoff
+/// while it is refused, delivers its first event.
+async fn wait_for_rbac(client: Client) {
+    let mut watch = watcher(Api::<MachinePool>::all(client), watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut refused = None;
+    let allowed = tokio::time::timeout(RBAC_PROPAGATION, async {
+        while let Some(event) = watch.next().await {
+            match event {
+                Ok(_) => return true,
+                Err(e) => refused = Some(e),
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        allowed == Ok(true),
+        "the ServiceAccount cannot watch MachinePools after {RBAC_PROPAGATION:?}: {refused:?}"
+    );
+}
+
+/// The 3-replica flow, from the ProviderModules to the Cluster's deletion.
+async fn provision_and_delete(stack: Arc<Stack>, env: &'static TestEnv) {
+    let admin = env.management().client().unwrap();
+    let workload = env.workload().unwrap();
+    let ns = env.management().create_namespace("deploy").await.unwrap();
+    let apis = Apis::new(&admin, &ns);
+    let modules = stack.modules(&admin, &ns).await.unwrap();
+
+    stack
+        .create_cluster(&admin, workload, &ns, "c1", &modules)
+        .await
+        .unwrap();
+    stack
+        .create_pool(&admin, &ns, "p1", "c1", 3, &modules)
+        .await
+        .unwrap();
+    let pool = wait_for_pool(&apis.pools, "p1", "Running", 3).await;
+    assert_eq!(pool.spec.provider_id_list.len(), 3);
+    wait_for(&apis.clusters, "c1", "the Cluster is Provisioned", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Provisioned")
+    })
+    .await;
+    // Events are published as the ServiceAccount too.
+    wait_for_event(&admin, &ns, "p1", "PhaseChanged").await;
+
+    apis.clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&apis.clusters, "c1", "the Cluster is gone", |c| c.is_none()).await;
+    for (kind, left) in [
+        (
+            "MachinePool",
+            apis.pools
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len(),
+        ),
+        (
+            "WasmMachinePool",
+            apis.infra_pools
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len(),
+        ),
+        (
+            "WasmBootstrapConfig",
+            apis.configs
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len(),
+        ),
+        (
+            "WasmCluster",
+            apis.infra_clusters
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len(),
+        ),
+    ] {
+        assert_eq!(left, 0, "{left} {kind}s left after the Cluster was deleted");
+    }
+}
+
+/// The panic message of a failed task.
+fn panic_message(error: tokio::task::JoinError) -> String {
+    match error.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "a panic".into()),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
+    let warnings = Warnings::install();
+    let env = TestEnv::shared().await.unwrap();
+    let admin = env.management().client().unwrap();
+    let (sa_namespace, sa_name) = install_rbac(&admin).await;
+    let config = impersonating(env.management().config(), &sa_namespace, &sa_name);
+
+    // The impersonation is in force: the ServiceAccount is no admin.
+    let as_operator = Client::try_from(config.clone()).unwrap();
+    match Api::<Namespace>::all(as_operator.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => panic!("the impersonated client may list Namespaces: {other:?}"),
+    }
+    wait_for_rbac(as_operator).await;
+
+    // From here on, any forbidden request is one the operator made.
+    let mark = warnings.len();
+    let stack = Arc::new(
+        Stack::start(config, env.workload().unwrap().config().clone())
+            .await
+            .unwrap(),
+    );
+    let flow = tokio::spawn(provision_and_delete(stack.clone(), env));
+    let abort = flow.abort_handle();
+    tokio::select! {
+        result = flow => {
+            if let Err(error) = result {
+                panic!(
+                    "{}\n\nthe operator's warnings:\n{}",
+                    panic_message(error),
+                    warnings.since(mark).join("\n")
+                );
+            }
+        }
+        forbidden = warnings.first_forbidden_since(mark) => {
+            abort.abort();
+            panic!(
+                "the operator was refused a request; deploy/cluster_role.yaml lacks a rule:\n{}",
+                forbidden.join("\n")
+            );
+        }
+    }
+    let forbidden = warnings.forbidden_since(mark);
+    assert!(
+        forbidden.is_empty(),
+        "the operator was refused requests:\n{}",
+        forbidden.join("\n")
+    );
+}
