@@ -7,20 +7,21 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use capwasm::api::MachinePool;
+use capwasm::leader::{self, Election};
 use clap::Parser as _;
-use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod};
 use kube::api::{
     Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
     PostParams,
 };
 use kube::core::discovery::Scope;
-use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _, discovery};
 use serde::Deserialize as _;
-use testenv::flows::{Apis, wait_for, wait_for_event, wait_for_pool};
+use testenv::flows::{Apis, WAIT, wait_for, wait_for_event, wait_for_pool};
 use testenv::{Stack, TestEnv};
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -541,32 +542,77 @@ fn impersonating(admin: &kube::Config, namespace: &str, name: &str) -> kube::Con
     config
 }
 
-/// Waits until the API server's authorizer knows the ServiceAccount's
-/// ClusterRoleBinding: a watch as the ServiceAccount, retried with backoff
-/// while it is refused, delivers its first event.
-async fn wait_for_rbac(client: Client) {
-    let mut watch = watcher(Api::<MachinePool>::all(client), watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut refused = None;
-    let allowed = tokio::time::timeout(RBAC_PROPAGATION, async {
-        while let Some(event) = watch.next().await {
-            match event {
-                Ok(_) => return true,
-                Err(e) => refused = Some(e),
+/// Waits until the API server's authorizer lets the ServiceAccount make
+/// each of `requests`: its bindings reach the authorizer a moment after they
+/// are written. Asks again, round trip after round trip, until it does.
+async fn wait_for_rbac(client: &Client, requests: &[ResourceAttributes]) {
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    for attributes in requests {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(attributes.clone()),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let allowed = tokio::time::timeout(RBAC_PROPAGATION, async {
+            loop {
+                let answer = reviews
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot review access: {e}"));
+                if answer.status.is_some_and(|s| s.allowed) {
+                    return;
+                }
+                tokio::task::yield_now().await;
             }
-        }
-        false
-    })
-    .await;
-    assert!(
-        allowed == Ok(true),
-        "the ServiceAccount cannot watch MachinePools after {RBAC_PROPAGATION:?}: {refused:?}"
-    );
+        })
+        .await;
+        assert!(
+            allowed.is_ok(),
+            "the ServiceAccount is still refused {attributes:?} after {RBAC_PROPAGATION:?}"
+        );
+    }
+}
+
+/// A request for the authorizer: `verb` on `resource` of `group`.
+fn request(verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> ResourceAttributes {
+    ResourceAttributes {
+        verb: Some(verb.into()),
+        group: Some(group.into()),
+        resource: Some(resource.into()),
+        namespace: namespace.map(str::to_owned),
+        ..ResourceAttributes::default()
+    }
+}
+
+/// What `capwasm run` does, as the ServiceAccount: take the leader Lease,
+/// reconcile (through the 3-replica flow), release the Lease.
+async fn lead_and_run(
+    as_operator: Client,
+    namespace: String,
+    config: kube::Config,
+    workload: kube::Config,
+    env: &'static TestEnv,
+) {
+    let election = Election::new(namespace, "deploy-manifests-test");
+    let leadership = match tokio::time::timeout(WAIT, leader::acquire(as_operator, &election)).await
+    {
+        Ok(Ok(leadership)) => leadership,
+        Ok(Err(e)) => panic!(
+            "cannot take the leader Lease: {}",
+            capwasm::report::error_chain(&e)
+        ),
+        Err(elapsed) => panic!("not the leader: {elapsed} ({WAIT:?})"),
+    };
+    let stack = Stack::start(config, workload).await.unwrap();
+    provision_and_delete(&stack, env).await;
+    drop(stack);
+    leadership.release().await;
 }
 
 /// The 3-replica flow, from the ProviderModules to the Cluster's deletion.
-async fn provision_and_delete(stack: Arc<Stack>, env: &'static TestEnv) {
+async fn provision_and_delete(stack: &Stack, env: &'static TestEnv) {
     let admin = env.management().client().unwrap();
     let workload = env.workload().unwrap();
     let ns = env.management().create_namespace("deploy").await.unwrap();
@@ -668,16 +714,31 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
         other => panic!("the impersonated client may list Namespaces: {other:?}"),
     }
-    wait_for_rbac(as_operator).await;
+    // Both bindings are in force.
+    wait_for_rbac(
+        &as_operator,
+        &[
+            request("watch", "cluster.x-k8s.io", "machinepools", None),
+            request(
+                "create",
+                "coordination.k8s.io",
+                "leases",
+                Some(&sa_namespace),
+            ),
+        ],
+    )
+    .await;
 
     // From here on, any forbidden request is one the operator made.
     let mark = warnings.len();
-    let stack = Arc::new(
-        Stack::start(config, env.workload().unwrap().config().clone())
-            .await
-            .unwrap(),
-    );
-    let flow = tokio::spawn(provision_and_delete(stack.clone(), env));
+    let workload = env.workload().unwrap().config().clone();
+    let flow = tokio::spawn(lead_and_run(
+        as_operator,
+        sa_namespace,
+        config,
+        workload,
+        env,
+    ));
     let abort = flow.abort_handle();
     tokio::select! {
         result = flow => {
@@ -692,7 +753,7 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
         forbidden = warnings.first_forbidden_since(mark) => {
             abort.abort();
             panic!(
-                "the operator was refused a request; deploy/cluster_role.yaml lacks a rule:\n{}",
+                "the operator was refused a request; a Role in deploy/ lacks a rule:\n{}",
                 forbidden.join("\n")
             );
         }
