@@ -476,3 +476,79 @@ async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
     assert_eq!(bad_pool.phase.as_deref(), Some("Pending"));
     assert!(stack.cloud.instances_of(&format!("{ns}/bad")).is_empty());
 }
+
+#[tokio::test]
+async fn credentials_outside_the_allowed_namespace_are_not_handed_to_a_provider() {
+    let Scenario {
+        client, ns, apis, ..
+    } = Scenario::new("creds").await;
+    let name = format!("{ns}-creds");
+    let mut module = ProviderModuleBuilder::file(
+        &name,
+        ProviderWorld::Bootstrap,
+        &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
+    )
+    .build();
+    module.spec.capabilities = Some(capwasm::api::providermodule::ModuleCapabilities {
+        allowed_hosts: Vec::new(),
+        credentials_secret: Some(capwasm::api::providermodule::SecretReference {
+            namespace: ns.clone(),
+            name: "anything".into(),
+        }),
+    });
+    Api::<ProviderModule>::all(client.clone())
+        .create(&PostParams::default(), &module)
+        .await
+        .unwrap();
+    create(
+        &client,
+        &ClusterBuilder::new(&ns, "c1")
+            .endpoint("127.0.0.1", 6443)
+            .no_infrastructure()
+            .build(),
+    )
+    .await
+    .unwrap();
+    let kubeadm: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
+    create(
+        &client,
+        &objects::bootstrap_config(&ns, "p", &name, kubeadm),
+    )
+    .await
+    .unwrap();
+    create(
+        &client,
+        &MachinePoolBuilder::new(&ns, "p", "c1")
+            .data_secret("unused")
+            .build(),
+    )
+    .await
+    .unwrap();
+    // The pool does not reference the config; adopt it as its pool would.
+    let owner = apis.pools.get("p").await.unwrap();
+    let reference = json!({ "metadata": { "ownerReferences": [{
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "p",
+        "uid": owner.metadata.uid, "controller": true
+    }] } });
+    apis.configs
+        .patch("p", &PatchParams::default(), &Patch::Merge(reference))
+        .await
+        .unwrap();
+    let config = wait_for(
+        &apis.configs,
+        "p",
+        "Ready has reason CredentialsNotAllowed",
+        |c: Option<&WasmBootstrapConfig>| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| condition(&s.common.conditions, "Ready"))
+                .is_some_and(|(_, reason, _)| reason == "CredentialsNotAllowed")
+        },
+    )
+    .await
+    .unwrap();
+    let (_, _, message) = condition(&config.status.unwrap().common.conditions, "Ready").unwrap();
+    assert!(
+        message.contains(testenv::CREDENTIALS_NAMESPACE),
+        "{message}"
+    );
+}

@@ -10,14 +10,21 @@ fn crds_dir() -> PathBuf {
 #[test]
 fn crds_directory_matches_the_api_types() {
     let mut drifted = Vec::new();
-    let mut expected_files = BTreeSet::new();
+    let mut expected_files = BTreeSet::from(["kustomization.yaml".to_owned()]);
+    let mut names = Vec::new();
     for crd in capwasm::api::crds() {
         let (file, generated) = capwasm::api::crds_yaml(&crd).unwrap();
         let on_disk = std::fs::read_to_string(crds_dir().join(&file)).unwrap_or_default();
         if on_disk != generated {
             drifted.push(file.clone());
         }
+        names.push(file.clone());
         expected_files.insert(file);
+    }
+    let kustomization =
+        std::fs::read_to_string(crds_dir().join("kustomization.yaml")).unwrap_or_default();
+    if kustomization != capwasm::api::crds_kustomization(&names) {
+        drifted.push("kustomization.yaml".into());
     }
     let stray: Vec<String> = std::fs::read_dir(crds_dir())
         .unwrap()

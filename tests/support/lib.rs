@@ -32,7 +32,7 @@ pub use crds::install_crds;
 pub use env::{Options, TestEnv};
 pub use error::Error;
 pub use process::is_running;
-pub use stack::Stack;
+pub use stack::{CREDENTIALS_NAMESPACE, Stack};
 
 /// The harness's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

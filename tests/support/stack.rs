@@ -29,6 +29,9 @@ pub struct Stack {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
+/// The only namespace the test operators read provider credentials from.
+pub const CREDENTIALS_NAMESPACE: &str = "capwasm-credentials";
+
 static STACK: OnceCell<Result<Stack, String>> = OnceCell::const_new();
 
 impl Stack {
@@ -130,6 +133,7 @@ async fn build(
         settings: Settings {
             backoff_first: Duration::from_millis(200),
             backoff_max: Duration::from_secs(5),
+            credentials_namespace: Some(CREDENTIALS_NAMESPACE.into()),
             ..Settings::default()
         },
         runtime: RuntimeSettings::default(),

@@ -152,6 +152,8 @@ reasons! {
     InvalidConfig,
     /// The ProviderModule's credentials Secret cannot be read.
     CredentialsNotFound,
+    /// The ProviderModule names a credentials Secret outside the namespace the operator reads them from.
+    CredentialsNotAllowed,
     /// The provider asked to be called again later.
     ProviderRetrying,
     /// The provider reported a terminal failure.
@@ -223,6 +225,7 @@ impl Reason {
                 | Self::ProviderWorldMismatch
                 | Self::InvalidConfig
                 | Self::CredentialsNotFound
+                | Self::CredentialsNotAllowed
                 | Self::ProviderFailed
                 | Self::GuestTrapped
                 | Self::GuestTimedOut

@@ -14,7 +14,7 @@ mod refs;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use conditions::{ConditionStatus, ConditionType, Reason};
-pub use crds::{all as crds, to_yaml as crds_yaml};
+pub use crds::{all as crds, kustomization as crds_kustomization, to_yaml as crds_yaml};
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
 pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 pub use providermodule::ProviderModule;

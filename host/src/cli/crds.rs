@@ -20,6 +20,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .collect::<Result<Vec<_>, _>>()
         .context("cannot render the CRDs as YAML")?;
     if let Some(dir) = &args.output_dir {
+        let names: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
+        let path = dir.join("kustomization.yaml");
+        std::fs::write(&path, crate::api::crds_kustomization(&names))
+            .with_context(|| format!("cannot write {}", path.display()))?;
         for (name, body) in files {
             let path = dir.join(name);
             std::fs::write(&path, body)

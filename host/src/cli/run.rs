@@ -51,6 +51,10 @@ pub struct Args {
     /// The namespace of the leader Lease; by default the pod's own, else `capwasm-system`.
     #[arg(long, value_name = "NAMESPACE")]
     leader_election_namespace: Option<String>,
+    /// The only namespace ProviderModule credentials Secrets are read from;
+    /// by default the operator's own (as for the Lease). `*` allows any.
+    #[arg(long, value_name = "NAMESPACE")]
+    credentials_namespace: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -80,6 +84,13 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         },
         settings: Settings {
             instance: args.instance.clone(),
+            credentials_namespace: match args.credentials_namespace.as_deref() {
+                Some("*") => None,
+                Some(namespace) => Some(namespace.to_owned()),
+                None => Some(operator_namespace(
+                    args.leader_election_namespace.as_deref(),
+                )),
+            },
             ..Settings::default()
         },
         runtime: RuntimeSettings {
@@ -140,13 +151,21 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
 
 /// The leader Lease's namespace: the flag, the pod's own, or `capwasm-system`.
 fn leader_namespace(args: &Args) -> String {
-    args.leader_election_namespace.clone().unwrap_or_else(|| {
-        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-            .map(|ns| ns.trim().to_owned())
-            .ok()
-            .filter(|ns| !ns.is_empty())
-            .unwrap_or_else(|| "capwasm-system".into())
-    })
+    operator_namespace(args.leader_election_namespace.as_deref())
+}
+
+/// `given`, or the pod's own namespace, or `capwasm-system`.
+fn operator_namespace(given: Option<&str>) -> String {
+    given.map_or_else(
+        || {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .map(|ns| ns.trim().to_owned())
+                .ok()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "capwasm-system".into())
+        },
+        str::to_owned,
+    )
 }
 
 /// This replica's identity in the Lease: its pod name, or host name and process id.

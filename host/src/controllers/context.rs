@@ -41,6 +41,9 @@ pub struct Settings {
     pub core_debounce: Duration,
     /// The Event reporter's instance (the pod name, say).
     pub instance: Option<String>,
+    /// The only namespace credentials Secrets are read from, if set: a
+    /// ProviderModule cannot then hand a guest any Secret of the cluster.
+    pub credentials_namespace: Option<String>,
 }
 
 impl Default for Settings {
@@ -52,6 +55,7 @@ impl Default for Settings {
             debounce: Duration::from_millis(100),
             core_debounce: Duration::from_millis(500),
             instance: None,
+            credentials_namespace: None,
         }
     }
 }

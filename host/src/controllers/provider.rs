@@ -149,6 +149,17 @@ pub async fn prepare(
     let credentials = match module.spec.capabilities.and_then(|c| c.credentials_secret) {
         None => Vec::new(),
         Some(secret) => {
+            if let Some(allowed) = &ctx.settings.credentials_namespace
+                && *allowed != secret.namespace
+            {
+                return Ok(Err(Wait::on_change(
+                    Reason::CredentialsNotAllowed,
+                    format!(
+                        "ProviderModule {name:?} names the credentials Secret {}/{}, but credentials are read only from namespace {allowed:?}",
+                        secret.namespace, secret.name
+                    ),
+                )));
+            }
             let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret.namespace);
             let found = api
                 .get_opt(&secret.name)
