@@ -906,3 +906,78 @@ async fn check_53_a_cluster_without_references_is_provisioned_at_once() {
         "True"
     );
 }
+
+#[tokio::test]
+async fn check_07_13_errors_hold_back_observed_generation_and_a_new_unready_config_keeps_running() {
+    let world = World::new("c07").await;
+    world
+        .ready_pool("p", 0, json!({}), json!({ "ready": true, "replicas": 0 }))
+        .await;
+    let running = world
+        .pool_until("p", "Running", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await;
+    let generation = running.metadata.generation;
+    assert_eq!(status_of(&running).observed_generation, generation);
+
+    // Check 13: switched to a config that is not ready: the old Secret name stays, bootstrap is
+    // not ready, the phase stays Running.
+    world
+        .provider_object(
+            BOOTSTRAP,
+            "TestBootstrapConfig",
+            "p-next",
+            json!({}),
+            json!({ "initialization": { "dataSecretCreated": false } }),
+        )
+        .await;
+    let switch = json!({ "spec": { "template": { "spec": { "bootstrap": { "configRef": {
+        "apiGroup": BOOTSTRAP, "kind": "TestBootstrapConfig", "name": "p-next" } } } } } });
+    world
+        .apis
+        .pools
+        .patch("p", &PatchParams::default(), &Patch::Merge(switch))
+        .await
+        .unwrap();
+    let switched = world
+        .pool_until("p", "BootstrapConfigReady False", |p| {
+            has_condition(p, "BootstrapConfigReady", "False", "WaitingForDataSecret")
+        })
+        .await;
+    assert_eq!(
+        switched
+            .spec
+            .template
+            .spec
+            .bootstrap
+            .data_secret_name
+            .as_deref(),
+        Some("data")
+    );
+    assert_eq!(status_of(&switched).phase.as_deref(), Some("Running"));
+    assert_eq!(
+        status_of(&switched)
+            .initialization
+            .unwrap()
+            .bootstrap_data_secret_created,
+        Some(false)
+    );
+
+    // Check 7: a reconcile that fails still writes its conditions, but not observedGeneration.
+    let dangling = json!({ "spec": { "template": { "spec": { "bootstrap": { "configRef": {
+        "apiGroup": BOOTSTRAP, "kind": "TestBootstrapConfig", "name": "missing" } } } } } });
+    let patched = world
+        .apis
+        .pools
+        .patch("p", &PatchParams::default(), &Patch::Merge(dangling))
+        .await
+        .unwrap();
+    let failed = world
+        .pool_until("p", "BootstrapConfigReady False/ReferenceNotFound", |p| {
+            has_condition(p, "BootstrapConfigReady", "False", "ReferenceNotFound")
+        })
+        .await;
+    assert!(patched.metadata.generation > generation);
+    assert!(status_of(&failed).observed_generation < patched.metadata.generation);
+}

@@ -91,6 +91,14 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     }
     summarize(&mut scope, deleting);
     let mut status = scope.status;
+    // The phases create the v1beta1 part on first use; none at all when nothing is in it.
+    if status.deprecated.as_ref().is_some_and(|d| {
+        d.v1beta1
+            .as_ref()
+            .is_none_or(|v| *v == crate::api::machinepool::MachinePoolV1Beta1Status::default())
+    }) {
+        status.deprecated = None;
+    }
     if !failed {
         status.observed_generation = pool.metadata.generation;
     }
