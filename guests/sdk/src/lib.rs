@@ -31,11 +31,17 @@
 //! the host in the call's result. Helpers: [`config::parse`] for
 //! `spec.config`, [`log`] for structured logs, [`http`] for outgoing HTTP
 //! (infrastructure providers only).
+//!
+//! Because instances never outlive a call, the SDK installs a bump arena
+//! (64 KiB, then the standard allocator) as the global allocator of wasm
+//! builds; disable the default `arena` feature to bring another one.
 #![warn(missing_docs)]
 
 #[doc(hidden)]
 pub mod bindings;
 
+#[cfg(any(test, all(target_arch = "wasm32", feature = "arena")))]
+mod arena;
 pub mod bootstrap;
 pub mod config;
 pub mod http;
