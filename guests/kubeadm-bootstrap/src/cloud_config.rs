@@ -2,9 +2,10 @@
 //! `kubeadm join` or `kubeadm init`, the way Cluster API's kubeadm
 //! bootstrap provider lays it out.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use alloc::borrow::Cow;
+use alloc::collections::BTreeMap;
 
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{ClusterInfo, ProviderError};
 
 use crate::config::{Config, Mode};

@@ -5,8 +5,10 @@
 //! built itself, as a literal block. Nothing a user writes in the config
 //! can change the structure of the output.
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
+use alloc::borrow::Cow;
+use core::fmt::Write as _;
+
+use capwasm_provider_sdk::prelude::*;
 
 /// A YAML value: a string, a mapping (in order), a sequence, or YAML
 /// documents that this emitter writes into a literal block (a file's

@@ -1,5 +1,4 @@
-//! The guest's global allocator: a bump arena in front of the standard
-//! allocator.
+//! The guest's global allocator: a bump arena in front of dlmalloc.
 //!
 //! Every call runs in a fresh instance, so memory never needs to outlive a
 //! call and a free list buys nothing: allocating is aligning a cursor and
@@ -7,18 +6,25 @@
 //! allocation moves the cursor back (which covers a growing `String` or
 //! `Vec`). The arena is capped at [`ARENA_BYTES`] so that a guest that
 //! allocates and frees a lot dirties a bounded number of pages, each of
-//! which the host resets after the call; what does not fit goes to the
-//! standard allocator (wasi-libc's dlmalloc), which reuses freed memory.
+//! which the host resets after the call; what does not fit goes to
+//! dlmalloc, which reuses freed memory.
 //! The host's memory cap applies either way: the arena is part of the
 //! module's initial memory.
 //!
-//! Native builds (unit tests) keep the standard allocator.
+//! Native builds (unit tests) keep the system allocator.
 // A global allocator is unsafe by contract; this is the SDK's only one.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::{Cell, UnsafeCell};
-use std::ptr;
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::{Cell, UnsafeCell};
+use core::ptr;
+
+/// Where what does not fit goes: dlmalloc, which reuses freed memory (the
+/// system allocator in native tests).
+#[cfg(target_arch = "wasm32")]
+use dlmalloc::GlobalDlmalloc as Fallback;
+#[cfg(not(target_arch = "wasm32"))]
+use std::alloc::System as Fallback;
 
 /// Bytes served by bumping before the standard allocator takes over.
 const ARENA_BYTES: usize = 64 << 10;
@@ -75,13 +81,13 @@ impl Arena {
 
 // SAFETY: blocks handed out never overlap: each comes from beyond the
 // cursor, which moves back only over the latest block when that is freed
-// or resized, or from `System`, which owns everything outside the arena.
+// or resized, or from `Fallback`, which owns everything outside the arena.
 unsafe impl GlobalAlloc for Arena {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.bump(layout) {
             Some(ptr) => ptr,
             // SAFETY: the caller's contract for `layout` is passed on.
-            None => unsafe { System.alloc(layout) },
+            None => unsafe { Fallback.alloc(layout) },
         }
     }
 
@@ -92,15 +98,15 @@ unsafe impl GlobalAlloc for Arena {
                     self.next.set(offset);
                 }
             }
-            // SAFETY: outside the arena, `ptr` came from `System`.
-            None => unsafe { System.dealloc(ptr, layout) },
+            // SAFETY: outside the arena, `ptr` came from `Fallback`.
+            None => unsafe { Fallback.dealloc(ptr, layout) },
         }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let Some(offset) = self.offset_of(ptr) else {
-            // SAFETY: outside the arena, `ptr` came from `System`.
-            return unsafe { System.realloc(ptr, layout, new_size) };
+            // SAFETY: outside the arena, `ptr` came from `Fallback`.
+            return unsafe { Fallback.realloc(ptr, layout, new_size) };
         };
         let latest = offset + layout.size() == self.next.get();
         if latest && offset + new_size <= ARENA_BYTES {
@@ -118,7 +124,7 @@ unsafe impl GlobalAlloc for Arena {
         if !new.is_null() {
             // SAFETY: both blocks are live, at least `layout.size()` long,
             // and distinct (the old one is not the latest, or the new one
-            // came from `System`).
+            // came from `Fallback`).
             unsafe {
                 ptr::copy_nonoverlapping(ptr, new, layout.size());
                 self.dealloc(ptr, layout);
@@ -131,6 +137,7 @@ unsafe impl GlobalAlloc for Arena {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prelude::*;
 
     fn layout(size: usize, align: usize) -> Layout {
         Layout::from_size_align(size, align).expect("valid layout")
@@ -160,11 +167,11 @@ mod tests {
         let _b = arena.bump(layout(1, 1)).expect("room");
         let moved = unsafe { arena.realloc(a, layout(64, 1), 128) };
         assert_ne!(moved, a);
-        assert_eq!(unsafe { std::slice::from_raw_parts(moved, 4) }, b"abcd");
+        assert_eq!(unsafe { core::slice::from_raw_parts(moved, 4) }, b"abcd");
     }
 
     #[test]
-    fn arena_hands_what_does_not_fit_to_the_system_allocator() {
+    fn arena_hands_what_does_not_fit_to_the_fallback_allocator() {
         let arena = Box::new(Arena::new());
         assert!(arena.bump(layout(ARENA_BYTES + 1, 1)).is_none());
         let big = unsafe { arena.alloc(layout(ARENA_BYTES + 1, 1)) };

@@ -185,9 +185,9 @@ fn verdict(error: &CallError) -> anyhow::Result<Exit> {
     })?;
     let mut err = std::io::stderr().lock();
     writeln!(err, "{line}")?;
-    if let CallError::Trapped { stderr, .. } = error {
-        for guest_line in stderr.trim_start().lines() {
-            writeln!(err, "guest stderr: {guest_line}")?;
+    if let CallError::Trapped { last_words, .. } = error {
+        for guest_line in last_words.trim_start().lines() {
+            writeln!(err, "guest said: {guest_line}")?;
         }
     }
     Ok(verdict.exit())
