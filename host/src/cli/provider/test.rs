@@ -61,8 +61,9 @@ and byte lists (bootstrap data, credential values) as a UTF-8 string or
 The config is checked against the provider's config schema before the call,
 as the operator does.
 
-Output: the result as JSON on stdout, or one line on stderr (a trap adds the
-guest's stderr on the lines after it). Exit codes:
+Output: the result as JSON on stdout, or one line on stderr (a trap adds what
+the guest said before it died, its panic message, on the lines after it,
+each starting `guest said: `). Exit codes:
    0  the call returned a result
    1  bad input: a missing or unusable file, a bad fixture, a call the world lacks
    2  bad flags
