@@ -179,6 +179,40 @@ mod memory_bomb {
     }
 }
 
+mod memory_snoop {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_memory_snoop.wasm";
+
+    /// Pool slots are reused with their pages kept mapped: each call must
+    /// still start from the module's initial memory, whatever the calls
+    /// before it (of this provider or another) left there.
+    #[test]
+    fn finds_nothing_earlier_calls_left_in_memory() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default());
+        let (reports, served) = while_serving_others(&runtime, || {
+            (0..50)
+                .map(|i| {
+                    let mut request = requests::generate("{}");
+                    request.owner_name = format!("secret-of-call-{i}");
+                    let data = runtime
+                        .generate(HOSTILE, &request)
+                        .expect("the snooping guest returns its report");
+                    String::from_utf8(data.value).expect("a UTF-8 report")
+                })
+                .collect::<Vec<_>>()
+        });
+        for (i, report) in reports.iter().enumerate() {
+            assert!(
+                report.contains("# scratch: leftover=0 ")
+                    && report.contains("# grown: leftover=0 "),
+                "call {i} found what an earlier call left: {report}"
+            );
+        }
+        assert!(served >= 2, "served before and after: {served}");
+    }
+}
+
 mod deep_recursion {
     use super::*;
 
@@ -206,15 +240,17 @@ mod panic {
         let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
         let (err, _, served) = generate_hostile(&runtime, "{}");
         let CallError::Trapped {
-            ref stderr, export, ..
+            ref last_words,
+            export,
+            ..
         } = err
         else {
             panic!("expected a trap, got {err}");
         };
         assert_eq!(export, "bootstrap.generate");
         assert!(
-            stderr.contains("panicked"),
-            "the guest's panic message is kept: {stderr:?}"
+            last_words.contains("panicked"),
+            "the guest's panic message is kept: {last_words:?}"
         );
         assert!(served >= 2, "served before and after: {served}");
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "trap"), 1);

@@ -385,3 +385,42 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
     }
     Ok(())
 }
+
+/// A provider that needs the standard library (a crate that is not
+/// `no_std`) imports `wasi:cli` and `wasi:io`; the host serves them with an
+/// empty environment and keeps stderr, where the standard library prints a
+/// panic.
+#[tokio::test]
+async fn a_provider_linking_the_standard_library_is_served_an_empty_environment() -> Result<()> {
+    let runtime = runtime(None);
+    let loaded = install(
+        &runtime,
+        "std",
+        ProviderSource::File(guest_path("testdata_std_provider.wasm")),
+    )
+    .await?;
+    assert_eq!(loaded.world, World::Bootstrap);
+
+    let data = runtime
+        .blocking(|runtime| runtime.generate("std", &requests::generate("{}")))
+        .await?;
+    let text = String::from_utf8(data.value)?;
+    assert!(
+        text.contains("owner=pool-a env=0 args=0"),
+        "no variables or arguments reach the guest: {text}"
+    );
+
+    // The panic is written to stderr, blocking I/O: off the async thread.
+    let err = runtime
+        .blocking(|runtime| runtime.generate("std", &requests::generate(r#"{"panic": true}"#)))
+        .await
+        .expect_err("the guest panics");
+    let CallError::Trapped { ref last_words, .. } = err else {
+        panic!("expected a trap, got {err}");
+    };
+    assert!(
+        last_words.contains("std provider panics on request (owner pool-a)"),
+        "std's panic output is kept: {last_words:?}"
+    );
+    Ok(())
+}

@@ -2,7 +2,11 @@
 //! `kubeadm join` or `kubeadm init`, the way Cluster API's kubeadm
 //! bootstrap provider lays it out.
 
-use capwasm_provider_sdk::types::{ApiEndpoint, ClusterInfo, ProviderError};
+use alloc::borrow::Cow;
+use alloc::collections::BTreeMap;
+
+use capwasm_provider_sdk::prelude::*;
+use capwasm_provider_sdk::types::{ClusterInfo, ProviderError};
 
 use crate::config::{Config, Mode};
 use crate::yaml::{self, Node};
@@ -78,24 +82,25 @@ pub fn render(config: &Config, cluster: &ClusterInfo) -> Result<String, Provider
         )
     })?;
     let api = KubeadmApi::for_version(cluster.kubernetes_version.as_deref())?;
+    let authority = endpoint.authority();
     let (path, kubeadm_config, command) = match config.mode {
         Mode::Join => (
             JOIN_CONFIG_PATH,
-            join_configuration(config, endpoint, api),
-            format!("kubeadm join --config {JOIN_CONFIG_PATH} && {SENTINEL}"),
+            join_configuration(config, &authority, api),
+            kubeadm_command("join", JOIN_CONFIG_PATH),
         ),
         Mode::Init => (
             INIT_CONFIG_PATH,
-            init_configuration(config, cluster, endpoint, api),
-            format!("kubeadm init --config {INIT_CONFIG_PATH} && {SENTINEL}"),
+            init_configuration(config, cluster, &authority, api),
+            kubeadm_command("init", INIT_CONFIG_PATH),
         ),
     };
     let runcmd = config
         .pre_kubeadm_commands
         .iter()
-        .cloned()
-        .chain([command])
-        .chain(config.post_kubeadm_commands.iter().cloned());
+        .map(String::as_str)
+        .chain([command.as_str()])
+        .chain(config.post_kubeadm_commands.iter().map(String::as_str));
     let document = Node::map([
         (
             "write_files",
@@ -103,76 +108,94 @@ pub fn render(config: &Config, cluster: &ClusterInfo) -> Result<String, Provider
                 ("path", Node::str(path)),
                 ("owner", Node::str("root:root")),
                 ("permissions", Node::str("0640")),
-                ("content", Node::str(kubeadm_config)),
+                ("content", kubeadm_config),
             ])]),
         ),
         ("runcmd", Node::strs(runcmd)),
     ]);
-    Ok(format!("#cloud-config\n{}", yaml::to_string(&document)))
+    // A join cloud-config is about 1 KiB: one allocation, no regrowth.
+    let mut out = String::with_capacity(2048);
+    out.push_str("#cloud-config\n");
+    yaml::write(&mut out, &document);
+    Ok(out)
 }
 
-fn join_configuration(config: &Config, endpoint: &ApiEndpoint, api: KubeadmApi) -> String {
+/// `kubeadm <verb> --config <path> && <sentinel>`.
+fn kubeadm_command(verb: &str, path: &str) -> String {
+    let mut command = String::with_capacity(32 + path.len() + SENTINEL.len());
+    for part in ["kubeadm ", verb, " --config ", path, " && ", SENTINEL] {
+        command.push_str(part);
+    }
+    command
+}
+
+fn join_configuration<'a>(config: &'a Config, authority: &'a str, api: KubeadmApi) -> Node<'a> {
     let discovery = Node::map([(
         "bootstrapToken",
         Node::map([
-            ("apiServerEndpoint", Node::str(endpoint.authority())),
+            ("apiServerEndpoint", Node::str(authority)),
             ("token", Node::str(&config.token)),
-            (
-                "caCertHashes",
-                Node::strs(config.ca_cert_hashes.iter().cloned()),
-            ),
+            ("caCertHashes", Node::strs(&config.ca_cert_hashes)),
         ]),
     )]);
-    let mut document = vec![
+    // Room for nodeRegistration, so adding it does not reallocate.
+    let mut document = Vec::with_capacity(4);
+    document.extend([
         ("apiVersion", Node::str(api.version())),
         ("kind", Node::str("JoinConfiguration")),
         ("discovery", discovery),
-    ];
+    ]);
     document.extend(node_registration(config, api));
-    yaml::to_string(&Node::map(document))
+    Node::Documents(vec![Node::map(document)])
 }
 
-fn init_configuration(
-    config: &Config,
-    cluster: &ClusterInfo,
-    endpoint: &ApiEndpoint,
+fn init_configuration<'a>(
+    config: &'a Config,
+    cluster: &'a ClusterInfo,
+    authority: &'a str,
     api: KubeadmApi,
-) -> String {
-    let mut init = vec![
+) -> Node<'a> {
+    // Room for nodeRegistration, as above.
+    let mut init = Vec::with_capacity(4);
+    init.extend([
         ("apiVersion", Node::str(api.version())),
         ("kind", Node::str("InitConfiguration")),
         (
             "bootstrapTokens",
             Node::List(vec![Node::map([("token", Node::str(&config.token))])]),
         ),
-    ];
+    ]);
     init.extend(node_registration(config, api));
     let mut cluster_configuration = vec![
         ("apiVersion", Node::str(api.version())),
         ("kind", Node::str("ClusterConfiguration")),
         ("clusterName", Node::str(&cluster.name)),
-        ("controlPlaneEndpoint", Node::str(endpoint.authority())),
+        ("controlPlaneEndpoint", Node::str(authority)),
     ];
     if let Some(version) = &cluster.kubernetes_version {
         cluster_configuration.push(("kubernetesVersion", Node::str(version)));
     }
-    format!(
-        "{}---\n{}",
-        yaml::to_string(&Node::map(init)),
-        yaml::to_string(&Node::map(cluster_configuration))
-    )
+    Node::Documents(vec![Node::map(init), Node::map(cluster_configuration)])
 }
 
 /// `nodeRegistration`, when there are kubelet arguments to pass.
-fn node_registration(config: &Config, api: KubeadmApi) -> Option<(&'static str, Node)> {
-    let mut args = config.kubelet_extra_args.clone();
+fn node_registration(config: &Config, api: KubeadmApi) -> Option<(&'static str, Node<'_>)> {
+    let mut args: BTreeMap<&str, Cow<str>> = config
+        .kubelet_extra_args
+        .iter()
+        .map(|(k, v)| (k.as_str(), Cow::Borrowed(v.as_str())))
+        .collect();
     if !config.node_labels.is_empty() {
-        let labels: Vec<String> = config
-            .node_labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        args.insert("node-labels".to_owned(), labels.join(","));
+        let mut labels = String::new();
+        for (k, v) in &config.node_labels {
+            if !labels.is_empty() {
+                labels.push(',');
+            }
+            labels.push_str(k);
+            labels.push('=');
+            labels.push_str(v);
+        }
+        args.insert("node-labels", Cow::Owned(labels));
     }
     if args.is_empty() {
         return None;
@@ -182,7 +205,7 @@ fn node_registration(config: &Config, api: KubeadmApi) -> Option<(&'static str, 
         KubeadmApi::V1beta4 => Node::List(
             args.into_iter()
                 .map(|(name, value)| {
-                    Node::map([("name", Node::Str(name)), ("value", Node::Str(value))])
+                    Node::map([("name", Node::str(name)), ("value", Node::Str(value))])
                 })
                 .collect(),
         ),
@@ -192,6 +215,8 @@ fn node_registration(config: &Config, api: KubeadmApi) -> Option<(&'static str, 
 
 #[cfg(test)]
 mod tests {
+    use capwasm_provider_sdk::types::ApiEndpoint;
+
     use super::*;
     use crate::config;
 

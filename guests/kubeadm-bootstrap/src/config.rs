@@ -1,8 +1,9 @@
 //! The provider's `spec.config`, parsed and checked.
 
-use std::collections::BTreeMap;
+use alloc::collections::BTreeMap;
 
 use capwasm_provider_sdk::config::{self, JsonPath};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::ProviderError;
 use serde::Deserialize;
 

@@ -3,6 +3,12 @@
 //! node). The logic lives in plain functions ([`config`],
 //! [`cloud_config`]) that native unit tests exercise; this file only wires
 //! them to the WIT exports.
+#![no_std]
+
+extern crate alloc;
+// The unit tests run natively, with the standard library's harness.
+#[cfg(test)]
+extern crate std;
 
 mod cloud_config;
 mod config;
@@ -10,6 +16,7 @@ mod yaml;
 
 use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
 use capwasm_provider_sdk::log;
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, BootstrapFormat, ProviderError};
 
 struct KubeadmBootstrap;

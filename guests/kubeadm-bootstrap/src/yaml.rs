@@ -5,52 +5,88 @@
 //! built itself, as a literal block. Nothing a user writes in the config
 //! can change the structure of the output.
 
-use std::fmt::Write as _;
+use alloc::borrow::Cow;
+use core::fmt::Write as _;
 
-/// A YAML value: a string, a mapping (in order) or a sequence.
+use capwasm_provider_sdk::prelude::*;
+
+/// A YAML value: a string, a mapping (in order), a sequence, or YAML
+/// documents that this emitter writes into a literal block (a file's
+/// content). Keys and strings borrow from the config where they can: a
+/// call builds and drops one tree, and copying every scalar into it was
+/// most of its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Node {
-    Str(String),
-    Map(Vec<(String, Node)>),
-    List(Vec<Node>),
+pub enum Node<'a> {
+    Str(Cow<'a, str>),
+    Map(Vec<(Cow<'a, str>, Node<'a>)>),
+    List(Vec<Node<'a>>),
+    Documents(Vec<Node<'a>>),
 }
 
-impl Node {
+impl<'a> Node<'a> {
     /// A string node.
-    pub fn str(value: impl Into<String>) -> Self {
+    pub fn str(value: impl Into<Cow<'a, str>>) -> Self {
         Self::Str(value.into())
     }
 
     /// A mapping node from `(key, value)` pairs.
-    pub fn map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Node)>) -> Self {
+    pub fn map<K: Into<Cow<'a, str>>>(entries: impl IntoIterator<Item = (K, Node<'a>)>) -> Self {
         Self::Map(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 
     /// A sequence of strings.
-    pub fn strs<S: Into<String>>(items: impl IntoIterator<Item = S>) -> Self {
+    pub fn strs<S: Into<Cow<'a, str>>>(items: impl IntoIterator<Item = S>) -> Self {
         Self::List(items.into_iter().map(|s| Self::Str(s.into())).collect())
     }
 }
 
 /// Renders `node` as the body of a YAML document, ending in a newline.
+#[cfg(test)]
 pub fn to_string(node: &Node) -> String {
-    let mut out = String::with_capacity(1024);
+    let mut out = String::new();
+    write(&mut out, node);
+    out
+}
+
+/// Appends `node` to `out` as the body of a YAML document, ending in a
+/// newline.
+pub fn write(out: &mut String, node: &Node) {
+    write_at(out, node, 0);
+}
+
+/// Writes `node` as a document whose lines start at `indent`.
+fn write_at(out: &mut String, node: &Node, indent: usize) {
     match node {
         Node::Str(s) => {
-            quote_into(&mut out, s);
+            pad(out, indent);
+            quote_into(out, s);
             out.push('\n');
         }
-        Node::Map(entries) if entries.is_empty() => out.push_str("{}\n"),
-        Node::List(items) if items.is_empty() => out.push_str("[]\n"),
-        Node::Map(entries) => write_map(&mut out, entries, 0, false),
-        Node::List(items) => write_list(&mut out, items, 0),
+        Node::Map(entries) if entries.is_empty() => {
+            pad(out, indent);
+            out.push_str("{}\n");
+        }
+        Node::List(items) if items.is_empty() => {
+            pad(out, indent);
+            out.push_str("[]\n");
+        }
+        Node::Map(entries) => write_map(out, entries, indent, false),
+        Node::List(items) => write_list(out, items, indent),
+        Node::Documents(documents) => {
+            for (i, document) in documents.iter().enumerate() {
+                if i > 0 {
+                    pad(out, indent);
+                    out.push_str("---\n");
+                }
+                write_at(out, document, indent);
+            }
+        }
     }
-    out
 }
 
 /// Writes `entries` at `indent`; with `on_dash_line` the first entry goes
 /// where the caller left off (after a list item's `- `).
-fn write_map(out: &mut String, entries: &[(String, Node)], indent: usize, on_dash_line: bool) {
+fn write_map(out: &mut String, entries: &[(Cow<str>, Node)], indent: usize, on_dash_line: bool) {
     for (i, (key, value)) in entries.iter().enumerate() {
         if i > 0 || !on_dash_line {
             pad(out, indent);
@@ -107,6 +143,15 @@ fn write_value(out: &mut String, value: &Node, indent: usize) {
             out.push('\n');
             write_list(out, items, indent + 2);
         }
+        Node::Documents(documents) if documents.is_empty() => out.push_str(" \"\"\n"),
+        // Written straight into the block: every line this emitter writes
+        // is printable, none is blank or starts with a space, and the last
+        // ends in exactly one line break, which is what `block_safe` checks
+        // of a string.
+        Node::Documents(_) => {
+            out.push_str(" |\n");
+            write_at(out, value, indent + 2);
+        }
     }
 }
 
@@ -148,18 +193,15 @@ fn quote(s: &str) -> String {
 }
 
 /// Appends `s` double-quoted. Runs of characters that need no escape are
-/// copied whole, and ASCII is checked byte by byte: most scalars are one
-/// such run.
+/// copied whole, and ASCII is checked eight bytes at a time: most scalars
+/// are one such run.
 fn quote_into(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
     let mut plain_from = 0;
     let mut at = 0;
-    while let Some(&b) = s.as_bytes().get(at) {
-        if plain_ascii(b) {
-            at += 1;
-            continue;
-        }
+    loop {
+        at = plain_ascii_run(s.as_bytes(), at);
         // `at` is a character boundary: only ASCII bytes were skipped.
         let Some(c) = s[at..].chars().next() else {
             break;
@@ -194,6 +236,32 @@ fn quote_into(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Where the run of [`plain_ascii`] bytes starting at `at` ends. Whole
+/// words are tested at once (SWAR: a byte's high bit says whether it is
+/// below 0x20, at least 0x7f, `"` or `\\`), the rest byte by byte.
+fn plain_ascii_run(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // High bit set in some byte iff some byte of `x` is zero (exact for
+    // "any", which is all this asks).
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    while let Some(word) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        let x = u64::from_le_bytes(*word);
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let del_or_not_ascii = (x.wrapping_add(ONES) | x) & HIGH;
+        let quote = has_zero(x ^ (ONES * u64::from(b'"')));
+        let backslash = has_zero(x ^ (ONES * u64::from(b'\\')));
+        if control | del_or_not_ascii | quote | backslash != 0 {
+            break;
+        }
+        at += 8;
+    }
+    while bytes.get(at).is_some_and(|&b| plain_ascii(b)) {
+        at += 1;
+    }
+    at
+}
+
 /// Printable ASCII that a double-quoted scalar carries as is.
 fn plain_ascii(b: u8) -> bool {
     matches!(b, 0x20..=0x7e) && b != b'"' && b != b'\\'
@@ -204,6 +272,9 @@ fn key_into(out: &mut String, key: &str) {
     const RESERVED: [&str; 12] = [
         "y", "n", "yes", "no", "on", "off", "true", "false", "null", "~", "<<", "=",
     ];
+    // Every reserved word is at most five bytes long.
+    let reserved =
+        |key: &str| key.len() <= 5 && RESERVED.iter().any(|r| r.eq_ignore_ascii_case(key));
     let plain = key
         .bytes()
         .next()
@@ -211,7 +282,7 @@ fn key_into(out: &mut String, key: &str) {
         && key
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'/'))
-        && !RESERVED.iter().any(|r| r.eq_ignore_ascii_case(key));
+        && !reserved(key);
     if plain {
         out.push_str(key);
     } else {
@@ -252,6 +323,24 @@ mod tests {
     }
 
     #[test]
+    fn plain_ascii_run_stops_at_the_first_byte_to_escape_at_any_offset() {
+        let to_escape = [0x00, 0x09, 0x0a, 0x1f, b'"', b'\\', 0x7f, 0x80, 0xc3, 0xff];
+        for len in 0..20 {
+            let mut bytes = vec![b'a'; len];
+            assert_eq!(plain_ascii_run(&bytes, 0), len);
+            for at in 0..len {
+                for b in to_escape {
+                    bytes[at] = b;
+                    assert_eq!(plain_ascii_run(&bytes, 0), at, "{b:#x} at {at} of {len}");
+                    bytes[at] = b'~';
+                    assert_eq!(plain_ascii_run(&bytes, 0), len);
+                    bytes[at] = b' ';
+                }
+            }
+        }
+    }
+
+    #[test]
     fn block_scalar_used_only_for_safe_multiline_text() {
         let doc = Node::map([("content", Node::str("a: 1\n\nb: 2\n"))]);
         assert_eq!(to_string(&doc), "content: |\n  a: 1\n\n  b: 2\n");
@@ -259,6 +348,31 @@ mod tests {
         assert_eq!(to_string(&leading_space), "content: \" a\\n\"\n");
         let no_final_newline = Node::map([("content", Node::str("a\nb"))]);
         assert_eq!(to_string(&no_final_newline), "content: \"a\\nb\"\n");
+    }
+
+    #[test]
+    fn documents_render_as_the_block_of_their_text() {
+        let first = Node::map([
+            ("kind", Node::str("A")),
+            ("list", Node::strs(["x", "y\nz"])),
+            (
+                "maps",
+                Node::List(vec![Node::map([
+                    ("k", Node::str("v")),
+                    ("l", Node::str("w")),
+                ])]),
+            ),
+            ("empty", Node::Map(vec![])),
+        ]);
+        let second = Node::strs(["b"]);
+        let text = format!("{}---\n{}", to_string(&first), to_string(&second));
+        let as_text = Node::map([("content", Node::str(text))]);
+        let as_documents = Node::map([("content", Node::Documents(vec![first, second]))]);
+        assert_eq!(to_string(&as_documents), to_string(&as_text));
+        assert_eq!(
+            to_string(&Node::map([("content", Node::Documents(vec![]))])),
+            "content: \"\"\n"
+        );
     }
 
     fn key_text(key: &str) -> String {

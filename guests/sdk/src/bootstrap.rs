@@ -2,6 +2,7 @@
 
 pub use crate::bindings::bootstrap::exports::capwasm::provider::bootstrap::GenerateRequest;
 
+use crate::prelude::*;
 use crate::types::{BootstrapData, ProviderError};
 
 /// A bootstrap provider. Implement it on a unit struct and export it with

@@ -5,7 +5,9 @@
 //! problem as [`ProviderError::InvalidConfig`] with the JSON path of the
 //! offending value, so the user sees where to look.
 
-use std::fmt::{self, Write as _};
+use core::fmt::{self, Write as _};
+
+use crate::prelude::*;
 
 use serde::de::DeserializeOwned;
 
@@ -101,7 +103,7 @@ impl From<JsonPath> for String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use alloc::collections::BTreeMap;
 
     use serde::Deserialize;
 

@@ -6,7 +6,9 @@
 //! ProviderModule allows; any other request fails with an [`HttpError`] of
 //! kind [`HttpErrorKind::Denied`].
 
-use std::fmt::{self, Write as _};
+use core::fmt::{self, Write as _};
+
+use crate::prelude::*;
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -269,7 +271,7 @@ impl Response {
 
     fn retry_after_seconds(&self) -> u32 {
         self.header("retry-after")
-            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| core::str::from_utf8(v).ok())
             .and_then(|v| v.trim().parse::<u32>().ok())
             .map_or(DEFAULT_RETRY_SECONDS, |s| s.clamp(1, MAX_RETRY_SECONDS))
     }
@@ -322,7 +324,7 @@ impl fmt::Display for HttpError {
     }
 }
 
-impl std::error::Error for HttpError {}
+impl core::error::Error for HttpError {}
 
 impl From<HttpError> for ProviderError {
     fn from(err: HttpError) -> Self {
@@ -423,6 +425,7 @@ mod transport {
         OutgoingBody, OutgoingRequest, RequestOptions, Scheme, http_error_code,
     };
     use crate::bindings::infrastructure::wasi::io::streams::StreamError;
+    use crate::prelude::*;
 
     const NANOS_PER_SECOND: u64 = 1_000_000_000;
     const CONNECT_TIMEOUT_SECONDS: u64 = 10;
@@ -647,6 +650,7 @@ mod transport {
     //! through.
 
     use super::{HttpError, HttpErrorKind, Parts, Request, Target};
+    use crate::prelude::*;
 
     pub(super) fn send(request: &Request, _target: &Target) -> Result<Parts, HttpError> {
         Err(HttpError::new(

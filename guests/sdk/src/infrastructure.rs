@@ -7,6 +7,7 @@ pub use crate::bindings::infrastructure::exports::capwasm::provider::machine_poo
     DeleteRequest as PoolDeleteRequest, PoolState, ReconcileRequest as PoolReconcileRequest,
 };
 
+use crate::prelude::*;
 use crate::types::{DeleteOutcome, Instance, ProviderError};
 
 /// An infrastructure provider. Implement it on a unit struct and export it

@@ -7,6 +7,10 @@
 //! it with one macro:
 //!
 //! ```ignore
+//! #![no_std]
+//! extern crate alloc;
+//!
+//! use capwasm_provider_sdk::prelude::*;
 //! use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
 //! use capwasm_provider_sdk::types::{BootstrapData, BootstrapFormat, ProviderError};
 //!
@@ -31,25 +35,102 @@
 //! the host in the call's result. Helpers: [`config::parse`] for
 //! `spec.config`, [`log`] for structured logs, [`http`] for outgoing HTTP
 //! (infrastructure providers only).
+//!
+//! Because instances never outlive a call, the SDK installs a bump arena
+//! (64 KiB, then dlmalloc) as the global allocator of wasm builds; disable
+//! the default `arena` feature to bring another one.
+//!
+//! The SDK and providers are `no_std` (with `alloc`; [`prelude`] brings
+//! what the standard library's prelude would): the standard library makes
+//! a component import a dozen `wasi:cli` and `wasi:io` interfaces for its
+//! panic output and environment, which the host pays for on every
+//! instantiation. A panic is logged at error level (the host reports it
+//! with the trap) and aborts the call. A provider that needs the standard
+//! library (a dependency that is not `no_std`) says so to the export macro,
+//! `export_bootstrap_provider!(Hello, std)`, which then leaves the panic
+//! handler and `cabi_realloc` to the standard library.
+#![no_std]
 #![warn(missing_docs)]
+
+extern crate alloc;
+// Native builds (unit tests) have the standard library and its test harness.
+#[cfg(not(target_arch = "wasm32"))]
+extern crate std;
 
 #[doc(hidden)]
 pub mod bindings;
 
+#[cfg(any(test, all(target_arch = "wasm32", feature = "arena")))]
+mod arena;
 pub mod bootstrap;
 pub mod config;
 pub mod http;
 pub mod infrastructure;
 pub mod log;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod runtime;
 pub mod types;
+
+/// What the standard library's prelude brings and `no_std` code lacks:
+/// `use capwasm_provider_sdk::prelude::*;`.
+pub mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::boxed::Box;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec::Vec;
+    pub use alloc::{format, vec};
+}
+
+/// Defines what a `no_std` component needs from its crate: the panic
+/// handler and `cabi_realloc` (see `runtime`). The export macros use it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! no_std_runtime {
+    () => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            #[panic_handler]
+            fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+                $crate::runtime::panic(info)
+            }
+
+            /// The canonical ABI's allocator.
+            ///
+            /// # Safety
+            ///
+            /// See `capwasm_provider_sdk::runtime::cabi_realloc`.
+            // Exporting a symbol is unsafe by definition.
+            #[allow(unsafe_code)]
+            #[unsafe(no_mangle)]
+            unsafe extern "C" fn cabi_realloc(
+                old_ptr: *mut u8,
+                old_len: usize,
+                align: usize,
+                new_len: usize,
+            ) -> *mut u8 {
+                // SAFETY: the caller's contract is passed on.
+                unsafe { $crate::runtime::cabi_realloc(old_ptr, old_len, align, new_len) }
+            }
+        };
+    };
+}
 
 /// Exports a [`bootstrap::BootstrapProvider`] as the component's
 /// `bootstrap-provider` world. Use it once, at the crate root, with the
 /// name of a type. The provider's name and version in `info()` are its
 /// crate's package name and version.
+///
+/// The crate is `no_std` unless the macro is told otherwise:
+/// `export_bootstrap_provider!(Hello, std)` for a provider that links the
+/// standard library.
 #[macro_export]
 macro_rules! export_bootstrap_provider {
     ($ty:ident) => {
+        $crate::export_bootstrap_provider!($ty, std);
+        $crate::no_std_runtime!();
+    };
+    ($ty:ident, std) => {
         const _: () = {
             impl $crate::bindings::bootstrap::Guest for $ty {
                 fn info() -> $crate::types::ProviderInfo {
@@ -59,7 +140,7 @@ macro_rules! export_bootstrap_provider {
                     }
                 }
 
-                fn config_schema() -> ::std::string::String {
+                fn config_schema() -> $crate::prelude::String {
                     <$ty as $crate::bootstrap::BootstrapProvider>::config_schema()
                 }
             }
@@ -82,13 +163,25 @@ macro_rules! export_bootstrap_provider {
 /// `infrastructure-provider` world. Use it once, at the crate root, with the
 /// name of a type. The provider's name and version in `info()` are its
 /// crate's package name and version; `name = "..."` sets another name (for
-/// a second package building the same provider).
+/// a second package building the same provider). As with
+/// [`export_bootstrap_provider!`], a trailing `std` says the crate links the
+/// standard library.
 #[macro_export]
 macro_rules! export_infrastructure_provider {
     ($ty:ident) => {
         $crate::export_infrastructure_provider!($ty, name = ::core::env!("CARGO_PKG_NAME"));
     };
+    ($ty:ident, std) => {
+        $crate::export_infrastructure_provider!($ty, name = ::core::env!("CARGO_PKG_NAME"), std);
+    };
+    ($ty:ident, name = $name:expr, std) => {
+        $crate::export_infrastructure_provider!(@export $ty, $name);
+    };
     ($ty:ident, name = $name:expr) => {
+        $crate::export_infrastructure_provider!(@export $ty, $name);
+        $crate::no_std_runtime!();
+    };
+    (@export $ty:ident, $name:expr) => {
         const _: () = {
             use $crate::bindings::infrastructure::exports::capwasm::provider as __wit;
             use $crate::infrastructure::InfrastructureProvider as __Provider;
@@ -102,7 +195,7 @@ macro_rules! export_infrastructure_provider {
                     }
                 }
 
-                fn config_schema() -> ::std::string::String {
+                fn config_schema() -> $crate::prelude::String {
                     <$ty as __Provider>::config_schema()
                 }
             }
@@ -137,13 +230,13 @@ macro_rules! export_infrastructure_provider {
 
             impl __wit::provider_ids::Guest for $ty {
                 fn provider_id(
-                    config: ::std::string::String,
+                    config: $crate::prelude::String,
                     instance: $crate::types::Instance,
-                ) -> ::core::result::Result<::std::string::String, __Error> {
+                ) -> ::core::result::Result<$crate::prelude::String, __Error> {
                     <$ty as __Provider>::provider_id(&config, instance)
                 }
 
-                fn owns(provider_id: ::std::string::String) -> bool {
+                fn owns(provider_id: $crate::prelude::String) -> bool {
                     <$ty as __Provider>::owns(&provider_id)
                 }
             }

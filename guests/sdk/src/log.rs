@@ -3,6 +3,7 @@
 //! Never log credentials or bootstrap data.
 
 pub use crate::bindings::infrastructure::capwasm::provider::log::Level;
+use crate::prelude::*;
 
 /// Writes one log line with key/value fields.
 pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
@@ -21,7 +22,7 @@ fn emit(level: Level, message: &str, fields: &[(String, String)]) {
 // Native builds exist only for unit tests; there is no host to log to.
 #[cfg(not(target_arch = "wasm32"))]
 fn emit(level: Level, message: &str, fields: &[(String, String)]) {
-    eprintln!("{level:?} {message} {fields:?}");
+    std::eprintln!("{level:?} {message} {fields:?}");
 }
 
 /// Logs at trace level.

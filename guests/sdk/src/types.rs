@@ -1,6 +1,8 @@
 //! Types shared by every provider interface (WIT `capwasm:provider/types`).
 
-use std::fmt;
+use core::fmt;
+
+use crate::prelude::*;
 
 pub use crate::bindings::infrastructure::capwasm::provider::types::{
     Address, AddressType, ApiEndpoint, BootstrapData, BootstrapFormat, ClusterInfo, Credential,

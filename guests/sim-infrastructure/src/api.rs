@@ -10,10 +10,11 @@
 //! errors as the SDK's `Response::status_error` does: 404 is handled here,
 //! 409, 429 and 5xx are retried, other 4xx are terminal.
 
-use std::collections::BTreeMap;
+use alloc::collections::BTreeMap;
 
 use base64::Engine as _;
 use capwasm_provider_sdk::http::{Request, encode_component};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapFormat, ProviderError};
 use serde::{Deserialize, Serialize};
 

@@ -1,9 +1,10 @@
 //! The provider's `spec.config`, shared by WasmCluster and WasmMachinePool
 //! objects; each uses the fields that concern it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use alloc::collections::{BTreeMap, BTreeSet};
 
 use capwasm_provider_sdk::config::{self, JsonPath};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{ApiEndpoint, ProviderError};
 use serde::Deserialize;
 

@@ -7,19 +7,26 @@
 //! `sim-infrastructure-v2` builds this same source as version 0.2.0 with
 //! the `version-label` feature: the Nodes of the instances it creates carry
 //! its version, so that a hot swap can be seen on the workload cluster.
+#![no_std]
+
+extern crate alloc;
+// The unit tests run natively, with the standard library's harness.
+#[cfg(test)]
+extern crate std;
 
 mod api;
 mod config;
 mod pool;
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use alloc::borrow::Cow;
+use alloc::collections::BTreeMap;
 
 use capwasm_provider_sdk::infrastructure::{
     ClusterRequest, ClusterState, FailureDomain, InfrastructureProvider, PoolDeleteRequest,
     PoolReconcileRequest, PoolState,
 };
 use capwasm_provider_sdk::log;
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{self, DeleteOutcome, Instance, ProviderError};
 
 use api::{Client, CreateInstance, SimState};

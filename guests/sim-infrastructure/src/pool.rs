@@ -12,6 +12,7 @@
 //! first, then the highest ordinals, so ordinals stay dense.
 
 use capwasm_provider_sdk::infrastructure::PoolState;
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{Address, AddressType, Instance, InstanceState};
 
 use crate::api::{SimInstance, SimState};

@@ -158,7 +158,7 @@ fn classify(
         digest: provider.digest.clone(),
         export,
         trap,
-        stderr: store.data().stderr(),
+        last_words: store.data().last_words(),
     }
 }
 

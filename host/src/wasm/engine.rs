@@ -13,8 +13,9 @@ use super::Error;
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Linear memory a reused pool slot keeps mapped (when the kernel can tell
-/// which pages a call dirtied): a small guest's stack, data and heap.
-const KEEP_RESIDENT_BYTES: usize = 1 << 20;
+/// which pages a call dirtied): a Rust guest's 1 MiB stack comes first, then
+/// its data and heap. Only pages a call dirtied stay resident.
+const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 /// Tables up to this size are reset with a memset, without a system call.
 const TABLE_KEEP_RESIDENT_BYTES: usize = 4096;
 

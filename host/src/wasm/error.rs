@@ -107,7 +107,7 @@ pub enum CallError {
         export: &'static str,
     },
     /// The guest trapped (a panic, an out-of-bounds access, stack exhaustion).
-    #[error("provider {provider:?} ({digest}) trapped in {export}: {trap}{stderr}", stderr = stderr_suffix(.stderr))]
+    #[error("provider {provider:?} ({digest}) trapped in {export}: {trap}{last_words}", last_words = last_words_suffix(.last_words))]
     Trapped {
         /// The provider.
         provider: String,
@@ -117,8 +117,9 @@ pub enum CallError {
         export: &'static str,
         /// The trap, as wasmtime describes it.
         trap: String,
-        /// What the guest wrote to stderr (its panic message, say).
-        stderr: String,
+        /// What the guest said before it died: its stderr, then its latest
+        /// error-level log line (either way, its panic message, say).
+        last_words: String,
     },
     /// The call ran past its deadline and was interrupted.
     #[error("provider {provider:?} ({digest}) exceeded its {deadline:?} deadline in {export}")]
@@ -209,11 +210,11 @@ impl CallError {
     }
 }
 
-fn stderr_suffix(stderr: &str) -> String {
-    if stderr.is_empty() {
+fn last_words_suffix(last_words: &str) -> String {
+    if last_words.is_empty() {
         String::new()
     } else {
-        format!(" (stderr: {stderr})")
+        format!(" (guest said: {last_words})")
     }
 }
 

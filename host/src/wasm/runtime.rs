@@ -7,7 +7,8 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{HasSelf, Instance as ComponentInstance, Linker};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
-use wasmtime_wasi::p2::bindings::cli;
+use wasmtime_wasi::p2::bindings::{cli, random};
+use wasmtime_wasi::random::{WasiRandom, WasiRandomView as _};
 
 use super::bindings::{log, types};
 use super::cache::PrecompiledCache;
@@ -43,6 +44,11 @@ impl Default for RuntimeSettings {
 }
 
 /// The provider runtime. Cheap to clone; clones share everything.
+///
+/// The call methods (`info`, `generate`, ...) run the guest on the calling
+/// thread. From async code, call them through [`Runtime::blocking`]: a
+/// guest's blocking I/O (stderr, HTTP bodies) cannot wait on a thread that
+/// drives async tasks (tokio refuses it with a panic).
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -306,8 +312,8 @@ impl Runtime {
 }
 
 /// Exactly what the provider worlds import — `log`, clocks, random and
-/// outgoing HTTP — plus the `wasi:cli` and `wasi:io` pieces Rust's standard
-/// library imports, all backed by an empty context. No filesystem and no
+/// outgoing HTTP — plus the `wasi:cli`, `wasi:io` and insecure-random
+/// pieces Rust's standard library imports, all backed by an empty context. No filesystem and no
 /// sockets: a component importing them fails to load, saying which import.
 fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
@@ -323,6 +329,9 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     cli::terminal_stdin::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
     cli::terminal_stdout::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
     cli::terminal_stderr::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    // The standard library seeds its hash maps from these.
+    random::insecure::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
+    random::insecure_seed::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_sync(l)?;
     Ok(linker)
 }

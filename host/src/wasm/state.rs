@@ -26,6 +26,8 @@ pub(crate) struct CallState {
     pub(crate) provider: Arc<str>,
     pub(crate) log_lines_left: u32,
     pub(crate) log_lines_dropped: u32,
+    /// The guest's latest error-level log message.
+    pub(crate) last_error: Option<String>,
 }
 
 impl CallState {
@@ -44,19 +46,29 @@ impl CallState {
             provider,
             log_lines_left: limits.max_log_lines,
             log_lines_dropped: 0,
+            last_error: None,
         }
     }
 
-    /// What the guest wrote to stderr, lossily decoded (empty if nothing).
-    pub(crate) fn stderr(&self) -> String {
-        self.stderr
+    /// What the guest said before it died: what it wrote to stderr (a
+    /// guest linking Rust's standard library prints its panic there),
+    /// lossily decoded, then its latest error-level log message (a guest
+    /// built with the SDK logs its panic). Empty if neither.
+    pub(crate) fn last_words(&self) -> String {
+        let stderr = self
+            .stderr
             .as_ref()
             .map(|pipe| {
                 String::from_utf8_lossy(&pipe.contents())
                     .trim_end()
                     .to_owned()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        match (stderr.is_empty(), &self.last_error) {
+            (_, None) => stderr,
+            (true, Some(error)) => error.clone(),
+            (false, Some(error)) => format!("{stderr}\n{error}"),
+        }
     }
 }
 

@@ -1,9 +1,13 @@
 //! Hostile test guest: `generate` recurses without bound until the stack
 //! runs out (a trap). The host must fail only this call.
+#![no_std]
 
-use std::hint::black_box;
+extern crate alloc;
+
+use core::hint::black_box;
 
 use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, ProviderError};
 
 struct DeepRecursion;

@@ -8,6 +8,9 @@
 //! - other transport failure: retry-after;
 //! - a response: terminal error, reason `HttpRequestSucceeded`, with the
 //!   status in the message.
+#![no_std]
+
+extern crate alloc;
 
 use capwasm_provider_sdk::config;
 use capwasm_provider_sdk::http::Request;
@@ -16,6 +19,7 @@ use capwasm_provider_sdk::infrastructure::{
     PoolState,
 };
 use capwasm_provider_sdk::log;
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{DeleteOutcome, ProviderError};
 use serde::Deserialize;
 

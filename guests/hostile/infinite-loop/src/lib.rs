@@ -1,7 +1,11 @@
 //! Hostile test guest: `generate` never returns. The host must end the
 //! call at its deadline and keep serving everything else.
+#![no_std]
+
+extern crate alloc;
 
 use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, ProviderError};
 
 struct InfiniteLoop;
@@ -16,7 +20,7 @@ impl BootstrapProvider for InfiniteLoop {
         loop {
             // black_box keeps the loop from being optimised into anything
             // cheaper or provably finite.
-            spins = std::hint::black_box(spins.wrapping_add(1));
+            spins = core::hint::black_box(spins.wrapping_add(1));
         }
     }
 }

@@ -1,10 +1,14 @@
 //! Hostile test guest: `generate` allocates and writes memory until an
 //! allocation fails (which aborts, a trap). The host's per-instance memory
 //! cap must stop it, failing only this call.
+#![no_std]
 
-use std::hint::black_box;
+extern crate alloc;
+
+use core::hint::black_box;
 
 use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, ProviderError};
 
 /// Allocation step: 1 MiB.

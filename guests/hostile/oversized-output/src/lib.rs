@@ -2,9 +2,13 @@
 //! host should accept (64 MiB unless `sizeBytes` in the config says
 //! otherwise, so a test can stay under its memory cap and still exceed its
 //! output cap). The host must refuse the output, failing only this call.
+#![no_std]
+
+extern crate alloc;
 
 use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
 use capwasm_provider_sdk::config;
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, BootstrapFormat, ProviderError};
 use serde::Deserialize;
 

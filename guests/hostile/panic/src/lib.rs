@@ -1,7 +1,11 @@
 //! Hostile test guest: `generate` panics, which aborts the instance (a
 //! trap). The host must fail only this call.
+#![no_std]
+
+extern crate alloc;
 
 use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
+use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, ProviderError};
 
 struct Panic;

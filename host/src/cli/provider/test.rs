@@ -61,8 +61,9 @@ and byte lists (bootstrap data, credential values) as a UTF-8 string or
 The config is checked against the provider's config schema before the call,
 as the operator does.
 
-Output: the result as JSON on stdout, or one line on stderr (a trap adds the
-guest's stderr on the lines after it). Exit codes:
+Output: the result as JSON on stdout, or one line on stderr (a trap adds what
+the guest said before it died, its panic message, on the lines after it,
+each starting `guest said: `). Exit codes:
    0  the call returned a result
    1  bad input: a missing or unusable file, a bad fixture, a call the world lacks
    2  bad flags
@@ -185,9 +186,9 @@ fn verdict(error: &CallError) -> anyhow::Result<Exit> {
     })?;
     let mut err = std::io::stderr().lock();
     writeln!(err, "{line}")?;
-    if let CallError::Trapped { stderr, .. } = error {
-        for guest_line in stderr.trim_start().lines() {
-            writeln!(err, "guest stderr: {guest_line}")?;
+    if let CallError::Trapped { last_words, .. } = error {
+        for guest_line in last_words.trim_start().lines() {
+            writeln!(err, "guest said: {guest_line}")?;
         }
     }
     Ok(verdict.exit())

@@ -10,6 +10,11 @@ const MAX_FIELDS: usize = 16;
 
 impl Host for CallState {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
+        if level == Level::Error {
+            // Kept whatever the budget: a guest built with the SDK reports
+            // its panic this way, and it belongs in the trap error.
+            self.last_error = Some(truncate(&message, MAX_MESSAGE_BYTES).to_owned());
+        }
         if self.log_lines_left == 0 {
             self.log_lines_dropped += 1;
             return;
