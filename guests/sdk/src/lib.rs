@@ -44,8 +44,8 @@
 //! what the standard library's prelude would): the standard library makes
 //! a component import a dozen `wasi:cli` and `wasi:io` interfaces for its
 //! panic output and environment, which the host pays for on every
-//! instantiation. A panic is logged at error level (the host reports it
-//! with the trap) and aborts the call. A provider that needs the standard
+//! instantiation. A panic's message goes to the host, which reports it
+//! with the trap, and the call aborts. A provider that needs the standard
 //! library (a dependency that is not `no_std`) says so to the export macro,
 //! `export_bootstrap_provider!(Hello, std)`, which then leaves the panic
 //! handler and `cabi_realloc` to the standard library.

@@ -1,8 +1,8 @@
 //! What the standard library would give a component and a `no_std`
 //! provider must bring: wasi-libc's memory functions, `cabi_realloc` (how
-//! the host allocates what it passes in) and the panic handler, which logs
-//! the panic's message at error level, where the host finds it to report
-//! with the trap, and aborts the call.
+//! the host allocates what it passes in) and the panic handler, which hands
+//! the panic's message to the host through `log` (marked as a panic, see
+//! `log.wit`) for the host to report with the trap, and aborts the call.
 //!
 //! The export macros define the two symbols in the provider's crate,
 //! calling these functions, unless told the provider links the standard
@@ -12,6 +12,7 @@
 #![allow(unsafe_code)]
 
 use alloc::alloc::{Layout, alloc, realloc};
+use alloc::string::String;
 use core::fmt::{self, Write as _};
 use core::panic::PanicInfo;
 use core::ptr;
@@ -67,7 +68,8 @@ const MESSAGE_BYTES: usize = 1024;
 /// value whose `Display` panics) aborts straight away.
 static PANICKING: AtomicBool = AtomicBool::new(false);
 
-/// The panic handler: logs the message once, then aborts the call.
+/// The panic handler: hands the message to the host once (marked as a
+/// panic, so that the host reports it with the trap), then aborts the call.
 pub fn panic(info: &PanicInfo<'_>) -> ! {
     if !PANICKING.swap(true, Ordering::Relaxed) {
         // A fixed buffer: the panic may be an allocation failure.
@@ -76,7 +78,12 @@ pub fn panic(info: &PanicInfo<'_>) -> ! {
             Some(at) => write!(message, "panicked at {at}: {}", info.message()),
             None => write!(message, "panicked: {}", info.message()),
         };
-        log(Level::Error, message.as_str(), &[]);
+        // The panic marker (see log.wit): empty strings do not allocate.
+        log(
+            Level::Error,
+            message.as_str(),
+            &[(String::new(), String::new())],
+        );
     }
     core::arch::wasm32::unreachable()
 }

@@ -117,8 +117,8 @@ pub enum CallError {
         export: &'static str,
         /// The trap, as wasmtime describes it.
         trap: String,
-        /// What the guest said before it died: its stderr, then its latest
-        /// error-level log line (either way, its panic message, say).
+        /// What the guest said before it died: its stderr, then the panic
+        /// message it sent through `log` (either way, its panic message).
         last_words: String,
     },
     /// The call ran past its deadline and was interrupted.

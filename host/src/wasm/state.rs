@@ -26,8 +26,8 @@ pub(crate) struct CallState {
     pub(crate) provider: Arc<str>,
     pub(crate) log_lines_left: u32,
     pub(crate) log_lines_dropped: u32,
-    /// The guest's latest error-level log message.
-    pub(crate) last_error: Option<String>,
+    /// The guest's panic message, if it sent one (see `log.wit`).
+    pub(crate) panic_message: Option<String>,
 }
 
 impl CallState {
@@ -46,14 +46,14 @@ impl CallState {
             provider,
             log_lines_left: limits.max_log_lines,
             log_lines_dropped: 0,
-            last_error: None,
+            panic_message: None,
         }
     }
 
     /// What the guest said before it died: what it wrote to stderr (a
     /// guest linking Rust's standard library prints its panic there),
-    /// lossily decoded, then its latest error-level log message (a guest
-    /// built with the SDK logs its panic). Empty if neither.
+    /// lossily decoded, then the panic message it sent through `log` (as a
+    /// `no_std` guest built with the SDK does). Empty if neither.
     pub(crate) fn last_words(&self) -> String {
         let stderr = self
             .stderr
@@ -64,7 +64,7 @@ impl CallState {
                     .to_owned()
             })
             .unwrap_or_default();
-        match (stderr.is_empty(), &self.last_error) {
+        match (stderr.is_empty(), &self.panic_message) {
             (_, None) => stderr,
             (true, Some(error)) => error.clone(),
             (false, Some(error)) => format!("{stderr}\n{error}"),

@@ -10,10 +10,11 @@ const MAX_FIELDS: usize = 16;
 
 impl Host for CallState {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
-        if level == Level::Error {
-            // Kept whatever the budget: a guest built with the SDK reports
-            // its panic this way, and it belongs in the trap error.
-            self.last_error = Some(truncate(&message, MAX_MESSAGE_BYTES).to_owned());
+        if is_panic(level, &fields) {
+            // Kept whatever the budget, and not logged: it belongs in the
+            // trap error that follows, which whoever called reports.
+            self.panic_message = Some(truncate(&message, MAX_MESSAGE_BYTES).to_owned());
+            return;
         }
         if self.log_lines_left == 0 {
             self.log_lines_dropped += 1;
@@ -54,6 +55,11 @@ impl Host for CallState {
             }
         }
     }
+}
+
+/// The panic marker of `log.wit`: error level, one field of empty strings.
+fn is_panic(level: Level, fields: &[(String, String)]) -> bool {
+    level == Level::Error && matches!(fields, [(k, v)] if k.is_empty() && v.is_empty())
 }
 
 impl super::super::bindings::types::Host for CallState {}
