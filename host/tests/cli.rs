@@ -240,6 +240,27 @@ async fn provider_test_prints_kubeadm_cloud_config_as_json() {
 }
 
 #[tokio::test]
+async fn log_lines_carry_no_colour_escapes_off_a_terminal() {
+    let component = guest("kubeadm_bootstrap.wasm");
+    let fixture = example("kubeadm-generate-join.json");
+    let output = capwasm_default_log(&[
+        "provider",
+        "test",
+        &component.to_string_lossy(),
+        "--input",
+        &fixture.to_string_lossy(),
+    ])
+    .await;
+    assert_exit(&output, 0);
+    let log = stderr(&output);
+    assert!(
+        log.contains("INFO capwasm::guest: rendered kubeadm cloud-config"),
+        "the guest's log line, at the default level: {log:?}"
+    );
+    assert!(!log.contains('\u{1b}'), "no escapes: {log:?}");
+}
+
+#[tokio::test]
 async fn provider_test_refuses_a_config_its_schema_refuses_before_the_call() {
     let output = provider_test(
         "kubeadm_bootstrap.wasm",

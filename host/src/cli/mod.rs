@@ -6,6 +6,7 @@ mod run;
 mod simcloud;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal as _;
 
 /// capwasm — Cluster API controllers with providers as WebAssembly components.
 #[derive(Debug, Parser)]
@@ -96,8 +97,11 @@ fn one_line(error: &anyhow::Error) -> String {
 fn init_logging(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    // Colours only for a person at a terminal: escapes in a file or a log
+    // collector are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     // A second initialisation (tests calling in) keeps the first.
     let _ = match format {
