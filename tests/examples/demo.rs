@@ -232,7 +232,8 @@ async fn create_cluster(
     namespaces
         .create(&PostParams::default(), &namespace)
         .await?;
-    let sim = json!({ "endpoint": endpoint, "region": "local-1" });
+    // The simulated cloud boots and terminates in a fraction of a second.
+    let sim = json!({ "endpoint": endpoint, "region": "local-1", "pollSeconds": 1 });
     let mut cluster_config = sim.clone();
     cluster_config["controlPlaneHost"] = json!("127.0.0.1");
     testenv::flows::create(client, &workload.kubeconfig_secret(NAMESPACE, "demo")?).await?;

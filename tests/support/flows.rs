@@ -121,9 +121,10 @@ impl Stack {
         Ok(modules)
     }
 
-    /// The sim-infrastructure config for this stack's cloud.
+    /// The sim-infrastructure config for this stack's cloud; it looks again
+    /// every second, since the simulated cloud boots and terminates in less.
     pub fn sim_config(&self) -> Value {
-        json!({ "endpoint": self.cloud_endpoint, "region": "local-1" })
+        json!({ "endpoint": self.cloud_endpoint, "region": "local-1", "pollSeconds": 1 })
     }
 
     /// Creates Cluster `name` with a WasmCluster of the same name served by

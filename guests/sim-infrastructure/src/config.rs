@@ -10,6 +10,9 @@ use serde::Deserialize;
 
 const DEFAULT_REGION: &str = "local-1";
 const DEFAULT_CONTROL_PLANE_PORT: u16 = 6443;
+const DEFAULT_POLL_SECONDS: u32 = 10;
+/// The longest wait between looks; a longer one would only delay the pool.
+const MAX_POLL_SECONDS: u32 = 600;
 
 /// spec.config; `schema.json` describes the same shape for the host.
 #[derive(Clone, Debug, Deserialize)]
@@ -34,6 +37,14 @@ pub struct Config {
     /// Control-plane endpoint port (clusters); 6443 if unset.
     #[serde(default)]
     pub control_plane_port: Option<u16>,
+    /// How soon to look at the cloud again while instances start or
+    /// terminate.
+    #[serde(default = "default_poll_seconds")]
+    pub poll_seconds: u32,
+}
+
+fn default_poll_seconds() -> u32 {
+    DEFAULT_POLL_SECONDS
 }
 
 fn default_region() -> String {
@@ -98,6 +109,12 @@ fn validate(config: &Config) -> Result<(), ProviderError> {
         return Err(ProviderError::invalid_config(
             root().key("instanceType"),
             "must be lowercase alphanumerics, '-' and '.', at most 63 characters",
+        ));
+    }
+    if !(1..=MAX_POLL_SECONDS).contains(&config.poll_seconds) {
+        return Err(ProviderError::invalid_config(
+            root().key("pollSeconds"),
+            "must be 1 to 600",
         ));
     }
     let mut seen = BTreeSet::new();
@@ -241,6 +258,10 @@ mod tests {
             "$.extra"
         );
         assert_eq!(invalid_path(r#"{"region": "r"}"#), "$");
+        assert_eq!(
+            invalid_path(r#"{"endpoint": "http://h", "pollSeconds": 0}"#),
+            "$.pollSeconds"
+        );
         assert_eq!(
             invalid_path(r#"{"endpoint": "http://h", "controlPlanePort": 0}"#),
             "$.controlPlanePort"

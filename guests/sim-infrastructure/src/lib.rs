@@ -129,7 +129,7 @@ impl InfrastructureProvider for SimInfrastructure {
         }
         if pool.next_ordinal(request.replicas).is_some() {
             return Err(ProviderError::retry_after(
-                pool::POLL_SECONDS,
+                config.poll_seconds,
                 format!(
                     "pool {pool_name}: the cloud keeps answering creates with terminating instances"
                 ),
@@ -144,7 +144,9 @@ impl InfrastructureProvider for SimInfrastructure {
             );
             pool.terminating(&id);
         }
-        Ok(pool.state(request.replicas, |id| config.provider_id(id)))
+        Ok(pool.state(request.replicas, config.poll_seconds, |id| {
+            config.provider_id(id)
+        }))
     }
 
     fn delete_machine_pool(request: PoolDeleteRequest) -> Result<DeleteOutcome, ProviderError> {
@@ -162,7 +164,7 @@ impl InfrastructureProvider for SimInfrastructure {
                 &[("pool", &pool_name), ("instance", &instance.id)],
             );
         }
-        Ok(DeleteOutcome::InProgress(pool::POLL_SECONDS))
+        Ok(DeleteOutcome::InProgress(config.poll_seconds))
     }
 
     fn owns(provider_id: &str) -> bool {

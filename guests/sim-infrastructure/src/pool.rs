@@ -17,9 +17,6 @@ use capwasm_provider_sdk::types::{Address, AddressType, Instance, InstanceState}
 
 use crate::api::{SimInstance, SimState};
 
-/// How soon to look at the cloud again while instances start or stop.
-pub const POLL_SECONDS: u32 = 10;
-
 /// The request token for ordinal `n`.
 pub fn request_token(key: &str, ordinal: u32) -> String {
     format!("{key}-{ordinal}")
@@ -122,7 +119,14 @@ impl Pool {
 
     /// The pool's state for the host: every listed instance, in ordinal
     /// order; ready when exactly `desired` are active and all of them run.
-    pub fn state(mut self, desired: u32, provider_id: impl Fn(&str) -> String) -> PoolState {
+    /// Until the pool has settled, the host is asked to look again after
+    /// `poll_seconds`.
+    pub fn state(
+        mut self,
+        desired: u32,
+        poll_seconds: u32,
+        provider_id: impl Fn(&str) -> String,
+    ) -> PoolState {
         self.members
             .sort_by_key(|m| (m.ordinal.is_none(), m.ordinal));
         let active: Vec<&Member> = self.members.iter().filter(|m| m.active()).collect();
@@ -138,7 +142,7 @@ impl Pool {
         PoolState {
             instances,
             ready,
-            requeue_after_seconds: (!settled).then_some(POLL_SECONDS),
+            requeue_after_seconds: (!settled).then_some(poll_seconds),
         }
     }
 }
@@ -186,6 +190,7 @@ mod tests {
     use super::*;
 
     const KEY: &str = "uid-1234";
+    const POLL: u32 = 7;
 
     fn sim(id: &str, state: SimState) -> SimInstance {
         SimInstance {
@@ -248,7 +253,7 @@ mod tests {
         assert_eq!(pool.next_ordinal(3), Some(2));
         pool.created(2, sim("c", SimState::Pending));
         assert_eq!(pool.next_ordinal(3), None);
-        let state = pool.state(3, pid);
+        let state = pool.state(3, POLL, pid);
         let tokens: Vec<_> = state
             .instances
             .iter()
@@ -284,16 +289,16 @@ mod tests {
             &[recorded("a", 0), recorded("b", 1)],
             vec![sim("a", SimState::Running), sim("b", SimState::Running)],
         );
-        let state = pool.state(2, pid);
+        let state = pool.state(2, POLL, pid);
         assert!(state.ready);
         assert_eq!(state.requeue_after_seconds, None);
     }
 
     #[test]
     fn state_waits_while_instances_start_or_terminate() {
-        let starting = Pool::new(KEY, &[], vec![sim("a", SimState::Pending)]).state(1, pid);
+        let starting = Pool::new(KEY, &[], vec![sim("a", SimState::Pending)]).state(1, POLL, pid);
         assert!(!starting.ready);
-        assert_eq!(starting.requeue_after_seconds, Some(POLL_SECONDS));
+        assert_eq!(starting.requeue_after_seconds, Some(POLL));
 
         let mut shrinking = Pool::new(
             KEY,
@@ -303,16 +308,16 @@ mod tests {
         for id in shrinking.surplus(1) {
             shrinking.terminating(&id);
         }
-        let state = shrinking.state(1, pid);
+        let state = shrinking.state(1, POLL, pid);
         assert!(state.ready);
-        assert_eq!(state.requeue_after_seconds, Some(POLL_SECONDS));
+        assert_eq!(state.requeue_after_seconds, Some(POLL));
         assert_eq!(state.instances[1].state, InstanceState::Terminating);
     }
 
     #[test]
     fn state_is_not_ready_with_a_failed_instance() {
         let pool = Pool::new(KEY, &[recorded("a", 0)], vec![sim("a", SimState::Failed)]);
-        assert!(!pool.state(1, pid).ready);
+        assert!(!pool.state(1, POLL, pid).ready);
     }
 
     #[test]
@@ -329,7 +334,7 @@ mod tests {
                 address: "x".to_owned(),
             },
         ];
-        let state = Pool::new(KEY, &[], vec![instance]).state(1, pid);
+        let state = Pool::new(KEY, &[], vec![instance]).state(1, POLL, pid);
         let reported = &state.instances[0];
         assert_eq!(reported.provider_id, "sim://r/a");
         assert_eq!(reported.addresses.len(), 1);
