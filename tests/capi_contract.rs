@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use capwasm::api::{ContractVersionedObjectReference, MachinePool};
 use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Secret, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
@@ -980,4 +981,134 @@ async fn check_07_13_errors_hold_back_observed_generation_and_a_new_unready_conf
         .await;
     assert!(patched.metadata.generation > generation);
     assert!(status_of(&failed).observed_generation < patched.metadata.generation);
+}
+
+/// Points `c1`'s kubeconfig at a loopback port nothing listens on.
+async fn make_workload_unreachable(world: &World) {
+    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), &world.ns);
+    let mut secret = secrets.get("c1-kubeconfig").await.unwrap();
+    let data = secret.data.as_mut().unwrap();
+    let yaml = String::from_utf8(data["value"].0.clone()).unwrap();
+    let mut kubeconfig: Value = serde_yaml_ng::from_str(&yaml).unwrap();
+    for cluster in kubeconfig["clusters"].as_array_mut().unwrap() {
+        cluster["cluster"]["server"] = json!("https://127.0.0.1:1");
+    }
+    data.insert(
+        "value".into(),
+        ByteString(serde_yaml_ng::to_string(&kubeconfig).unwrap().into_bytes()),
+    );
+    secrets
+        .replace("c1-kubeconfig", &PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// Sets pool `name`'s `nodeDeletionTimeoutSeconds`.
+async fn node_deletion_timeout(world: &World, name: &str, seconds: i32) {
+    world
+        .apis
+        .pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "template": { "spec": {
+                "deletion": { "nodeDeletionTimeoutSeconds": seconds } } } } })),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn check_49_50_51_an_unreachable_workload_cluster_holds_deletion_until_the_node_deletion_timeout()
+ {
+    let world = World::new("c49").await;
+    let ns = world.ns.clone();
+    let id = format!("t://{ns}/a");
+    world.node(&format!("{ns}-a"), &id, false).await;
+    let status = json!({ "ready": true, "replicas": 1 });
+    world
+        .ready_pool("p", 1, json!({ "providerIDList": [id] }), status)
+        .await;
+    let running = world
+        .pool_until("p", "Running with its Node", |p| {
+            status_of(p).phase.as_deref() == Some("Running") && status_of(p).node_refs.len() == 1
+        })
+        .await;
+    assert!(
+        has_condition(&running, "Deleting", "False", "NotDeleting"),
+        "{:?}",
+        status_of(&running).conditions
+    );
+
+    // Check 51: a timeout of 0 never passes.
+    node_deletion_timeout(&world, "p", 0).await;
+    make_workload_unreachable(&world).await;
+    world
+        .apis
+        .pools
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Check 49: the Nodes cannot be deleted, so the pool stays, saying why.
+    let waiting = world
+        .pool_until("p", "Deleting True/WaitingForNodeDeletion", |p| {
+            has_condition(p, "Deleting", "True", "WaitingForNodeDeletion")
+        })
+        .await;
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    assert_eq!(status_of(&waiting).phase.as_deref(), Some("Deleting"));
+    for kind in ["TestBootstrapConfig", "TestMachinePool"] {
+        let group = if kind == "TestMachinePool" {
+            INFRASTRUCTURE
+        } else {
+            BOOTSTRAP
+        };
+        assert!(
+            world.api(group, kind).get_opt("p").await.unwrap().is_none(),
+            "{kind} was deleted first"
+        );
+    }
+    // Check 50: once the timeout has passed, deletion goes on without the Nodes.
+    node_deletion_timeout(&world, "p", 1).await;
+    wait_for(
+        &world.apis.pools,
+        "p",
+        "the pool is gone",
+        |p: Option<&MachinePool>| p.is_none(),
+    )
+    .await;
+    let nodes: Api<Node> = Api::all(world.workload.clone());
+    assert!(
+        nodes.get_opt(&format!("{ns}-a")).await.unwrap().is_some(),
+        "the unreachable cluster's Node is left"
+    );
+}
+
+#[tokio::test]
+async fn check_52_a_pool_without_node_refs_is_deleted_while_its_workload_cluster_is_unreachable() {
+    let world = World::new("c52").await;
+    world
+        .ready_pool("p", 0, json!({}), json!({ "ready": true, "replicas": 0 }))
+        .await;
+    world
+        .pool_until("p", "Running", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await;
+    // A timeout of 0 never passes: only not needing the workload cluster lets deletion finish.
+    node_deletion_timeout(&world, "p", 0).await;
+    make_workload_unreachable(&world).await;
+    world
+        .apis
+        .pools
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &world.apis.pools,
+        "p",
+        "the pool is gone",
+        |p: Option<&MachinePool>| p.is_none(),
+    )
+    .await;
 }

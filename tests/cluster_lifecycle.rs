@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use testenv::flows::{Apis, Scenario, wait_for, wait_for_pool};
+use testenv::flows::{Apis, Scenario, condition, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 #[tokio::test]
@@ -39,10 +39,34 @@ async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances()
         .filter_map(|r| r.name)
         .collect();
 
+    let deleting = |c: &Cluster, status: &str, reason: &str| {
+        c.status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, "Deleting"))
+            .is_some_and(|(s, r, m)| {
+                s == status
+                    && r == reason
+                    && (status == "False" || m.contains("* MachinePools: pool"))
+            })
+    };
+    let before = apis.clusters.get("c1").await.unwrap();
+    assert!(
+        deleting(&before, "False", "NotDeleting"),
+        "{:?}",
+        before.status
+    );
     apis.clusters
         .delete("c1", &DeleteParams::default())
         .await
         .unwrap();
+    // As upstream: Deleting is True while the deletion waits, saying for what.
+    wait_for(
+        &apis.clusters,
+        "c1",
+        "Deleting True/WaitingForWorkersDeletion naming the pool",
+        |c: Option<&Cluster>| c.is_some_and(|c| deleting(c, "True", "WaitingForWorkersDeletion")),
+    )
+    .await;
     wait_for(
         &apis.clusters,
         "c1",

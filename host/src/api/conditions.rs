@@ -104,6 +104,8 @@ reasons! {
     Paused,
     /// Not paused.
     NotPaused,
+    /// Not being deleted.
+    NotDeleting,
     /// The Cluster named by `spec.clusterName` does not exist.
     ClusterNotFound,
     /// A provider object has no Cluster API owner yet.

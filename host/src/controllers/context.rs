@@ -151,7 +151,9 @@ impl Context {
     }
 
     /// One Event per condition whose status or reason changed from `before`
-    /// to `after` (named after the new reason, its message as the note).
+    /// to `after` (named after the new reason, its message as the note). A
+    /// condition that first appears at rest (not paused, not deleting) says
+    /// nothing worth an Event.
     pub async fn announce(
         &self,
         object: &ObjectReference,
@@ -164,17 +166,19 @@ impl Context {
                     && b.status == condition.status
                     && b.reason == condition.reason
             });
-            if unchanged {
+            let Some(reason) = Reason::parse(&condition.reason) else {
+                continue;
+            };
+            let new = !before.iter().any(|b| b.type_ == condition.type_);
+            if unchanged || (new && matches!(reason, Reason::NotPaused | Reason::NotDeleting)) {
                 continue;
             }
-            if let Some(reason) = Reason::parse(&condition.reason) {
-                self.publish(
-                    object,
-                    reason,
-                    format!("{}: {}", condition.type_, condition.message),
-                )
-                .await;
-            }
+            self.publish(
+                object,
+                reason,
+                format!("{}: {}", condition.type_, condition.message),
+            )
+            .await;
         }
     }
 

@@ -53,7 +53,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
     if !remaining.is_empty() {
         let names: Vec<String> = remaining.iter().map(kube::ResourceExt::name_any).collect();
         let message = format!("* MachinePools: {}", names.join(", "));
-        scope.set(Desired::fails(
+        scope.set(Desired::holds(
             ConditionType::Deleting,
             Reason::WaitingForWorkersDeletion,
             message.clone(),
@@ -87,7 +87,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
             })?;
         if exists {
             let message = format!("waiting for {reference} to be deleted");
-            scope.set(Desired::fails(
+            scope.set(Desired::holds(
                 ConditionType::Deleting,
                 Reason::WaitingForInfrastructureDeletion,
                 message.clone(),

@@ -62,6 +62,13 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     scope.set(Desired::fails(ConditionType::Paused, Reason::NotPaused, ""));
+    if !deleting {
+        scope.set(Desired::fails(
+            ConditionType::Deleting,
+            Reason::NotDeleting,
+            "",
+        ));
+    }
 
     let results = if deleting {
         match delete::run(&mut scope, &ctx).await {

@@ -45,7 +45,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
     }
     if !remaining.is_empty() {
         let message = format!("waiting for {} to be deleted", remaining.join(" and "));
-        scope.set(Desired::fails(
+        scope.set(Desired::holds(
             ConditionType::Deleting,
             Reason::WaitingForInfrastructureDeletion,
             message.clone(),
@@ -75,7 +75,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
                 );
             }
             Err(error) => {
-                scope.set(Desired::fails(
+                scope.set(Desired::holds(
                     ConditionType::Deleting,
                     Reason::WaitingForNodeDeletion,
                     crate::report::error_chain(&error),
@@ -92,8 +92,8 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
     Ok(None)
 }
 
-/// Whether `nodeDeletionTimeoutSeconds` (non-zero) has passed since the
-/// deletion was requested.
+/// Whether `nodeDeletionTimeoutSeconds` has passed since the deletion was
+/// requested.
 fn node_deletion_timed_out(scope: &Scope<'_>) -> bool {
     let timeout = scope
         .pool
@@ -102,17 +102,58 @@ fn node_deletion_timed_out(scope: &Scope<'_>) -> bool {
         .spec
         .deletion
         .as_ref()
-        .and_then(|d| d.node_deletion_timeout_seconds)
-        .unwrap_or(0);
-    let Some(requested) = &scope.pool.metadata.deletion_timestamp else {
+        .and_then(|d| d.node_deletion_timeout_seconds);
+    let requested = scope.pool.metadata.deletion_timestamp.as_ref();
+    timeout_passed(requested.map(|t| t.0), timeout, Timestamp::now())
+}
+
+/// As upstream: a timeout that is unset or not positive never passes.
+fn timeout_passed(
+    requested: Option<Timestamp>,
+    timeout_seconds: Option<i32>,
+    now: Timestamp,
+) -> bool {
+    let (Some(requested), Some(timeout)) = (requested, timeout_seconds) else {
         return false;
     };
-    if timeout <= 0 {
+    let Ok(timeout) = u64::try_from(timeout) else {
+        return false;
+    };
+    if timeout == 0 {
         return false;
     }
-    let deadline = requested
-        .0
-        .checked_add(Duration::from_secs(u64::try_from(timeout).unwrap_or(0)))
-        .unwrap_or(requested.0);
-    deadline < Timestamp::now()
+    requested
+        .checked_add(Duration::from_secs(timeout))
+        .is_ok_and(|deadline| deadline < now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    /// Checks 50 and 51.
+    #[test]
+    fn the_node_deletion_timeout_passes_only_when_set_and_past() {
+        let cases = [
+            // (deletion requested at, timeout, now, passed)
+            (Some(at(0)), Some(10), at(60), true),
+            (Some(at(0)), Some(10), at(10), false),
+            (Some(at(0)), Some(10), at(5), false),
+            (Some(at(0)), None, at(3600), false),
+            (Some(at(0)), Some(0), at(3600), false),
+            (Some(at(0)), Some(-5), at(3600), false),
+            (None, Some(10), at(3600), false),
+        ];
+        for (requested, timeout, now, passed) in cases {
+            assert_eq!(
+                timeout_passed(requested, timeout, now),
+                passed,
+                "requested {requested:?}, timeout {timeout:?}, now {now}"
+            );
+        }
+    }
 }

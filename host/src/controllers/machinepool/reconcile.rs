@@ -67,6 +67,13 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
         return Ok(Action::await_change());
     }
     scope.set(Desired::fails(ConditionType::Paused, Reason::NotPaused, ""));
+    if !deleting {
+        scope.set(Desired::fails(
+            ConditionType::Deleting,
+            Reason::NotDeleting,
+            "",
+        ));
+    }
 
     let results = if deleting {
         match delete::run(&mut scope, &ctx).await {
