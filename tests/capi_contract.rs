@@ -16,7 +16,7 @@ use kube::api::{
 };
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use testenv::flows::{Apis, condition, create, wait_for};
+use testenv::flows::{Apis, condition, create, wait_for, wait_for_event};
 use testenv::{Stack, TestEnv};
 
 const BOOTSTRAP: &str = "bootstrap.test.capwasm.dev";
@@ -1111,4 +1111,41 @@ async fn check_52_a_pool_without_node_refs_is_deleted_while_its_workload_cluster
         |p: Option<&MachinePool>| p.is_none(),
     )
     .await;
+}
+
+#[tokio::test]
+async fn check_12_a_missing_config_is_an_error_that_leaves_bootstrap_readiness_alone() {
+    let world = World::new("c12").await;
+    create(
+        &world.client,
+        &world.pool("p", "TestBootstrapConfig").build(),
+    )
+    .await
+    .unwrap();
+    let missing = world
+        .pool_until("p", "BootstrapConfigReady False/ReferenceNotFound", |p| {
+            has_condition(p, "BootstrapConfigReady", "False", "ReferenceNotFound")
+        })
+        .await;
+    let status = status_of(&missing);
+    assert_ne!(
+        status
+            .initialization
+            .and_then(|i| i.bootstrap_data_secret_created),
+        Some(true)
+    );
+    assert_eq!(status.observed_generation, None, "an error holds it back");
+    wait_for_event(&world.client, &world.ns, "p", "ReferenceNotFound").await;
+
+    // Created late, and ready: the pool picks it up.
+    let ready =
+        json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "data" });
+    world
+        .provider_object(BOOTSTRAP, "TestBootstrapConfig", "p", json!({}), ready)
+        .await;
+    world
+        .pool_until("p", "BootstrapConfigReady True", |p| {
+            has_condition(p, "BootstrapConfigReady", "True", "DataSecretAvailable")
+        })
+        .await;
 }

@@ -107,3 +107,69 @@ fn pool_of_node(store: &Store<MachinePool>, event: &NodeEvent) -> Option<ObjectR
             .collect())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::reflector;
+
+    use super::*;
+    use crate::testing::objects::MachinePoolBuilder;
+    use crate::workload::ClusterKey;
+
+    /// Pool `name` of Cluster `cluster` in `ns` listing `ids` and referencing `nodes`.
+    fn pool(ns: &str, name: &str, cluster: &str, ids: &[&str], nodes: &[&str]) -> MachinePool {
+        let mut pool = MachinePoolBuilder::new(ns, name, cluster).build();
+        pool.spec.provider_id_list = ids.iter().map(|&id| id.to_owned()).collect();
+        pool.status.get_or_insert_default().node_refs = nodes
+            .iter()
+            .map(|&node| ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..ObjectReference::default()
+            })
+            .collect();
+        pool
+    }
+
+    fn event(cluster: &str, node: &str, provider_id: Option<&str>) -> NodeEvent {
+        NodeEvent {
+            cluster: ClusterKey::new("ns", cluster),
+            node_name: node.into(),
+            provider_id: provider_id.map(Into::into),
+        }
+    }
+
+    /// Check 38, and the matching the node phase relies on.
+    #[test]
+    fn a_node_event_brings_the_one_pool_that_references_or_lists_the_node() {
+        let (store, mut writer) = reflector::store::<MachinePool>();
+        for pool in [
+            pool("ns", "a", "c1", &["sim://r/1"], &["n1"]),
+            pool("ns", "b", "c1", &["sim://r/2", "sim://r/shared"], &[]),
+            pool("ns", "c", "c1", &["sim://r/shared"], &[]),
+            pool("ns", "d", "c2", &["sim://r/9"], &["n9"]),
+            pool("other", "e", "c1", &["sim://r/3"], &["n3"]),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(pool));
+        }
+        let name = |e: &NodeEvent| pool_of_node(&store, e).map(|r| r.name);
+        let cases = [
+            // By nodeRef name, whatever the providerID says.
+            (event("c1", "n1", Some("sim://r/2")), Some("a")),
+            // Not referenced yet: by providerID.
+            (event("c1", "n2", Some("sim://r/2")), Some("b")),
+            // Listed by two pools: nothing (upstream).
+            (event("c1", "n7", Some("sim://r/shared")), None),
+            // Another Cluster's pool, or the same name in another namespace: nothing.
+            (event("c1", "n9", Some("sim://r/9")), None),
+            (event("c1", "n3", Some("sim://r/3")), None),
+            // Neither referenced nor listed, or no providerID yet: nothing.
+            (event("c1", "n8", Some("sim://r/8")), None),
+            (event("c1", "n8", None), None),
+        ];
+        for (event, expected) in cases {
+            assert_eq!(name(&event).as_deref(), expected, "{event:?}");
+        }
+    }
+}
