@@ -75,23 +75,9 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// The error as a single cause that is one line, for main to print: a few
-/// causes span lines (YAML errors quote the input) or end with the text of
-/// the cause after them (kube's and hyper's), which would print twice.
+/// The error as one line, for main to print.
 fn one_line(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        let first = text.lines().next().unwrap_or_default().trim();
-        if first.is_empty() || line.ends_with(first) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(first);
-    }
-    line
+    crate::report::one_line(error.as_ref())
 }
 
 fn init_logging(format: LogFormat, default_filter: &str) {
