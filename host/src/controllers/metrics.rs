@@ -33,6 +33,7 @@ pub struct Metrics {
     failures: Family<FailureLabels, Counter>,
     writes: Family<WriteLabels, Counter>,
     duration: Family<ControllerLabels, Histogram>,
+    watch_errors: Family<ControllerLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -41,6 +42,7 @@ impl Default for Metrics {
             reconciles: Family::default(),
             failures: Family::default(),
             writes: Family::default(),
+            watch_errors: Family::default(),
             // 1 ms to ~30 s.
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1e-3, 3.0, 10))
@@ -50,7 +52,8 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates the families and registers them under `capwasm_reconcile_*` and `capwasm_api_writes`.
+    /// Creates the families and registers them under `capwasm_reconcile_*`,
+    /// `capwasm_watch_errors` and `capwasm_api_writes`.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
         registry.register(
@@ -67,6 +70,11 @@ impl Metrics {
             "capwasm_reconcile_duration_seconds",
             "Duration of reconciles, by controller",
             metrics.duration.clone(),
+        );
+        registry.register(
+            "capwasm_watch_errors",
+            "Failed lists and watches of a controller's kinds (a missing permission, say), by controller",
+            metrics.watch_errors.clone(),
         );
         registry.register(
             "capwasm_api_writes",
@@ -95,6 +103,20 @@ impl Metrics {
         self.failures
             .get_or_create(&FailureLabels { controller, error })
             .inc();
+    }
+
+    /// Counts a failed list or watch.
+    pub fn watch_error(&self, controller: &'static str) {
+        self.watch_errors
+            .get_or_create(&ControllerLabels { controller })
+            .inc();
+    }
+
+    /// Failed lists and watches of `controller` so far.
+    pub fn watch_errors(&self, controller: &'static str) -> u64 {
+        self.watch_errors
+            .get(&ControllerLabels { controller })
+            .map_or(0, |c| c.get())
     }
 
     /// Counts a write.

@@ -1,11 +1,15 @@
 //! Mappings from watched kinds to the objects to reconcile, shared by the
-//! controllers (each reads its own controller's store).
+//! controllers (each reads its own controller's store), and what becomes of
+//! their watches' failures.
 
 use std::sync::Arc;
 
+use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt as _};
+
+use super::metrics::Metrics;
 
 use crate::api::{Cluster, ProviderModule, labels};
 
@@ -52,5 +56,32 @@ where
             .filter(|o: &&Arc<K>| provider_of(o) == name)
             .map(|o| ObjectRef::from_obj(&**o))
             .collect()
+    }
+}
+
+/// One item of a controller's result stream.
+type ControllerResult<K, E> = Result<(ObjectRef<K>, Action), controller::Error<E, watcher::Error>>;
+
+/// What a controller's result stream is run with: reconcile failures are
+/// counted by the error policy already, so only a failed list or watch (a
+/// missing permission, an API server going away) is counted and logged
+/// here; kube-runtime retries the watch itself, with backoff.
+pub fn count_watch_errors<K, E>(
+    controller: &'static str,
+    metrics: Metrics,
+) -> impl FnMut(ControllerResult<K, E>) -> futures::future::Ready<()>
+where
+    K: Resource,
+{
+    move |result| {
+        if let Err(controller::Error::QueueError(error)) = result {
+            metrics.watch_error(controller);
+            tracing::warn!(
+                controller,
+                error = crate::report::error_chain(&error),
+                "a watch failed; retrying"
+            );
+        }
+        futures::future::ready(())
     }
 }

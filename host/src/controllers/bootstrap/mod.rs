@@ -27,6 +27,7 @@ pub fn run(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
     let client = ctx.client.clone();
     let controller = Controller::new(
         Api::<WasmBootstrapConfig>::all(client.clone()),
@@ -67,5 +68,5 @@ pub fn run(
         )
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
 }

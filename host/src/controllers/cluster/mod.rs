@@ -30,6 +30,7 @@ pub fn run(
     referenced: impl Stream<Item = ObjectRef<Cluster>> + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
     let client = ctx.client.clone();
     // kubeconfig Secrets carry the cluster-name label; their arrival initializes the control plane.
     let secrets = watcher(
@@ -68,5 +69,5 @@ pub fn run(
     })
     .graceful_shutdown_on(shutdown)
     .run(reconcile::reconcile, reconcile::error_policy, ctx)
-    .for_each(|_| futures::future::ready(()))
+    .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
 }

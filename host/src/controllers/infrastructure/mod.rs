@@ -28,6 +28,7 @@ pub fn run_machine_pools(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
     let client = ctx.client.clone();
     let controller = Controller::new(
         Api::<WasmMachinePool>::all(client.clone()),
@@ -60,7 +61,7 @@ pub fn run_machine_pools(
         )
         .graceful_shutdown_on(shutdown)
         .run(machinepool::reconcile, machinepool::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
 }
 
 /// Runs the WasmCluster controller until `shutdown` completes.
@@ -68,6 +69,7 @@ pub fn run_clusters(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
     let client = ctx.client.clone();
     let controller = Controller::new(
         Api::<WasmCluster>::all(client.clone()),
@@ -95,5 +97,8 @@ pub fn run_clusters(
         )
         .graceful_shutdown_on(shutdown)
         .run(cluster::reconcile, cluster::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(super::watches::count_watch_errors(
+            CONTROLLER_CLUSTER,
+            metrics,
+        ))
 }

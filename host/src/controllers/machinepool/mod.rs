@@ -37,6 +37,7 @@ pub fn run(
     nodes: impl Stream<Item = NodeEvent> + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
     let client = ctx.client.clone();
     let controller = Controller::new(
         Api::<MachinePool>::all(client.clone()),
@@ -71,7 +72,7 @@ pub fn run(
         )
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
 }
 
 /// The one pool of the Node's Cluster that references the Node by name, or

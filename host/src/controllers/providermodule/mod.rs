@@ -26,6 +26,7 @@ pub fn run(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
+    let metrics = ctx.metrics.clone();
     let modules: Api<ProviderModule> = Api::all(ctx.client.clone());
     let controller = Controller::new(modules, watcher::Config::default())
         .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce));
@@ -56,5 +57,5 @@ pub fn run(
         })
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
 }
