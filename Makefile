@@ -12,7 +12,7 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help demo toolchain controlplane guests lint test bench startup-bench
+.PHONY: help demo toolchain controlplane guests lint test bench fleet-bench startup-bench
 
 help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
@@ -20,6 +20,7 @@ help:
 	@echo "make guests        build the provider components (guests/, wasm32-wasip2)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
+	@echo "make fleet-bench   many Clusters and pools at once: time to Running, deletion, CPU, memory"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
 
 # The Rust pieces a fresh machine may lack.
@@ -61,6 +62,11 @@ demo: guests
 
 bench: guests
 	@$(CARGO) bench --locked -p capwasm --features testing --bench guest_call
+
+# Clusters, pools and replicas: FLEET="10 2 3".
+fleet-bench: guests
+	@assets=$$($(CONTROLPLANE)) && \
+	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --release --locked -q -p capwasm-tests --example fleet -- $(FLEET)
 
 startup-bench: toolchain
 	@assets=$$($(CONTROLPLANE)) && \
