@@ -129,7 +129,7 @@ fn cpu_seconds() -> anyhow::Result<f64> {
     use nix::sys::time::TimeValLike as _;
     let usage = getrusage(UsageWho::RUSAGE_SELF)?;
     let micros = usage.user_time().num_microseconds() + usage.system_time().num_microseconds();
-    Ok(micros as f64 / 1e6)
+    Ok(Duration::from_micros(u64::try_from(micros)?).as_secs_f64())
 }
 
 /// Resident memory of this process (`/proc/self/status`), in MiB.
