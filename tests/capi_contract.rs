@@ -1149,3 +1149,67 @@ async fn check_12_a_missing_config_is_an_error_that_leaves_bootstrap_readiness_a
         })
         .await;
 }
+
+#[tokio::test]
+async fn check_59_the_control_planes_endpoint_is_copied_once_it_is_initialized() {
+    const CONTROL_PLANE: &str = "controlplane.test.capwasm.dev";
+    let world = World::new("c59").await;
+    world
+        .provider_object(
+            CONTROL_PLANE,
+            "TestControlPlane",
+            "c3",
+            json!({ "controlPlaneEndpoint": { "host": "10.0.0.2", "port": 6443 } }),
+            json!({ "initialization": { "controlPlaneInitialized": false } }),
+        )
+        .await;
+    let mut cluster = ClusterBuilder::new(&world.ns, "c3")
+        .no_infrastructure()
+        .build();
+    cluster.spec.control_plane_ref = Some(ContractVersionedObjectReference::new(
+        CONTROL_PLANE,
+        "TestControlPlane",
+        "c3",
+    ));
+    create(&world.client, &cluster).await.unwrap();
+    let waiting = wait_for(
+        &world.apis.clusters,
+        "c3",
+        "ControlPlaneInitialized False/WaitingForControlPlane",
+        |c| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                condition(&s.conditions, "ControlPlaneInitialized")
+                    .is_some_and(|(s, r, _)| s == "False" && r == "WaitingForControlPlane")
+            })
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(waiting.endpoint(), None, "not copied before initialization");
+
+    world
+        .set_status(
+            CONTROL_PLANE,
+            "TestControlPlane",
+            "c3",
+            json!({ "initialization": { "controlPlaneInitialized": true } }),
+        )
+        .await;
+    // The endpoint is a spec write; the condition follows in the next status write.
+    wait_for(
+        &world.apis.clusters,
+        "c3",
+        "the endpoint copied and ControlPlaneInitialized True",
+        |c| {
+            c.is_some_and(|c| {
+                c.endpoint()
+                    .is_some_and(|e| e.host == "10.0.0.2" && e.port == 6443)
+                    && c.status.as_ref().is_some_and(|s| {
+                        condition(&s.conditions, "ControlPlaneInitialized")
+                            .is_some_and(|(s, _, _)| s == "True")
+                    })
+            })
+        },
+    )
+    .await;
+}

@@ -126,6 +126,8 @@ reasons! {
     DataSecretProvided,
     /// The infrastructure object is not provisioned yet.
     WaitingForInfrastructure,
+    /// The control plane is not initialized yet.
+    WaitingForControlPlane,
     /// The infrastructure object reported a terminal failure.
     InfrastructureFailed,
     /// The infrastructure object went away after it had been provisioned.

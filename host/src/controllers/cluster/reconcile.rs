@@ -358,7 +358,9 @@ async fn control_plane(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, 
         ready || initialized,
         &reference,
     ));
-    if scope.cluster.endpoint().is_none()
+    // As upstream: the control plane's endpoint counts once it is initialized.
+    if (ready || initialized)
+        && scope.cluster.endpoint().is_none()
         && scope.endpoint.is_none()
         && let Some(endpoint) = endpoint_of(&object)
     {
@@ -392,10 +394,10 @@ fn mirrored(
     Desired {
         type_,
         status,
-        reason: if holds {
-            Reason::Ready
-        } else {
-            Reason::WaitingForInfrastructure
+        reason: match (holds, type_) {
+            (true, _) => Reason::Ready,
+            (false, ConditionType::ControlPlaneInitialized) => Reason::WaitingForControlPlane,
+            (false, _) => Reason::WaitingForInfrastructure,
         },
         message,
     }
