@@ -660,4 +660,11 @@ async fn unknown_flags_fail_with_clap_usage_errors() {
     let output = capwasm(["sim-cloud", "--boot-delay", "3"]).await;
     assert_exit(&output, 2);
     assert!(stderr(&output).contains("no unit"), "{}", stderr(&output));
+    let output = capwasm(["run", "--max-provider-instances", "0"]).await;
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("--max-provider-instances"),
+        "{}",
+        stderr(&output)
+    );
 }

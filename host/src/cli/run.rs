@@ -41,6 +41,11 @@ pub struct Args {
     /// The most memory any provider may be given, in MiB.
     #[arg(long, default_value_t = 256, value_name = "MIB")]
     max_provider_memory_mib: usize,
+    /// Provider calls that may run at once (more wait for a slot). Times
+    /// --max-provider-memory-mib, the most memory guests can ever hold.
+    #[arg(long, default_value_t = 64, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_provider_instances: u32,
     /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -95,8 +100,8 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         },
         runtime: RuntimeSettings {
             max_memory_bytes: args.max_provider_memory_mib << 20,
+            max_instances: args.max_provider_instances,
             cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
-            ..RuntimeSettings::default()
         },
         ..Config::default()
     };
