@@ -11,8 +11,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Secret, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
-    PostParams,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch,
+    PatchParams, PostParams,
 };
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -1210,6 +1210,80 @@ async fn check_59_the_control_planes_endpoint_is_copied_once_it_is_initialized()
                     })
             })
         },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn check_60_a_kubeconfig_is_generated_from_the_clusters_ca() {
+    let world = World::new("c60").await;
+    let env = TestEnv::shared().await.unwrap();
+    let workload = env.workload().unwrap();
+    let port: i32 = workload.url().rsplit(':').next().unwrap().parse().unwrap();
+    let cluster = |name: &str| {
+        ClusterBuilder::new(&world.ns, name)
+            .no_infrastructure()
+            .endpoint("127.0.0.1", port)
+            .build()
+    };
+    let initialized = |name: &'static str, status: &'static str| {
+        move |c: Option<&capwasm::api::Cluster>| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                condition(&s.conditions, "ControlPlaneInitialized")
+                    .is_some_and(|(s, _, m)| s == status && (s == "True" || m.contains(name)))
+            })
+        }
+    };
+
+    // No CA: the Cluster waits, naming the Secret it needs.
+    create(&world.client, &cluster("c5")).await.unwrap();
+    wait_for(
+        &world.apis.clusters,
+        "c5",
+        "ControlPlaneInitialized False naming c5-ca",
+        initialized("\"c5-ca\"", "False"),
+    )
+    .await;
+
+    // With the CA: a kubeconfig that really reaches the workload API server.
+    create(&world.client, &workload.ca_secret(&world.ns, "c4"))
+        .await
+        .unwrap();
+    create(&world.client, &cluster("c4")).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), &world.ns);
+    let secret = wait_for(
+        &secrets,
+        "c4-kubeconfig",
+        "the kubeconfig Secret",
+        |s: Option<&Secret>| s.is_some(),
+    )
+    .await
+    .unwrap();
+    let owner = &secret.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Cluster", "c4", Some(true))
+    );
+    assert_eq!(secret.type_.as_deref(), Some("cluster.x-k8s.io/secret"));
+    let yaml = String::from_utf8(secret.data.unwrap()["value"].0.clone()).unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let client = Client::try_from(config).unwrap();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    namespaces
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("the generated kubeconfig authenticates as an administrator");
+    wait_for(
+        &world.apis.clusters,
+        "c4",
+        "ControlPlaneInitialized True",
+        initialized("", "True"),
     )
     .await;
 }

@@ -33,6 +33,8 @@ pub struct ApiServer {
     url: String,
     kubeconfig: Kubeconfig,
     config: Config,
+    /// The cluster CA (certificate, key): it signs the serving and the client certificates.
+    ca: certs::Pem,
     /// Keeps etcd (and the run directory) alive while this server runs.
     etcd: Arc<Etcd>,
 }
@@ -54,15 +56,17 @@ impl ApiServer {
         let port = ports::free_port()?;
         let url = format!("https://127.0.0.1:{port}");
 
-        let serving_ca = Ca::new("capwasm-testenv-serving-ca")?;
-        let client_ca = Ca::new("capwasm-testenv-client-ca")?;
-        let serving = serving_ca.serving()?;
-        let admin = client_ca.client("admin", &["system:masters"])?;
+        // One CA signs the serving and the client certificates, as kubeadm's
+        // cluster CA does, so that a kubeconfig can be made from it (Cluster
+        // API's `<cluster>-ca` Secret).
+        let ca = Ca::new("capwasm-testenv-ca")?;
+        let serving = ca.serving()?;
+        let admin = ca.client("admin", &["system:masters"])?;
         let (sa_public, sa_private) = certs::service_account_key()?;
         // Given --cert-dir and no --tls-cert-file, kube-apiserver serves apiserver.{crt,key} from there.
         write(&dir, "apiserver.crt", &serving.cert)?;
         write(&dir, "apiserver.key", &serving.key)?;
-        let client_ca_file = write(&dir, "client-ca.crt", &client_ca.cert_pem())?;
+        let client_ca_file = write(&dir, "client-ca.crt", &ca.cert_pem())?;
         let sa_public_file = write(&dir, "sa.pub", &sa_public)?;
         let sa_private_file = write(&dir, "sa.key", &sa_private)?;
 
@@ -93,7 +97,7 @@ impl ApiServer {
         let log = dir.join("kube-apiserver.log");
         let process = Process::spawn("kube-apiserver", &binaries.kube_apiserver, &args, log)?;
 
-        let kubeconfig = kubeconfig(name, &url, &serving_ca.cert_pem(), &admin);
+        let kubeconfig = kubeconfig(name, &url, &ca.cert_pem(), &admin);
         let config =
             Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
                 .await?;
@@ -103,6 +107,10 @@ impl ApiServer {
             url,
             kubeconfig,
             config,
+            ca: certs::Pem {
+                cert: ca.cert_pem(),
+                key: ca.key_pem(),
+            },
             etcd,
         };
         server.wait_ready().await?;
@@ -196,6 +204,34 @@ impl ApiServer {
             )])),
             ..Secret::default()
         })
+    }
+
+    /// Cluster API's `<cluster>-ca` Secret for this server: its CA's
+    /// certificate and key, from which a kubeconfig can be made.
+    pub fn ca_secret(&self, namespace: &str, cluster: &str) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(format!("{cluster}-ca")),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(BTreeMap::from([(
+                    "cluster.x-k8s.io/cluster-name".to_owned(),
+                    cluster.to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            type_: Some("cluster.x-k8s.io/secret".to_owned()),
+            data: Some(BTreeMap::from([
+                (
+                    "tls.crt".to_owned(),
+                    ByteString(self.ca.cert.clone().into_bytes()),
+                ),
+                (
+                    "tls.key".to_owned(),
+                    ByteString(self.ca.key.clone().into_bytes()),
+                ),
+            ])),
+            ..Secret::default()
+        }
     }
 
     /// Creates a namespace named `<prefix>-<random>`, so tests sharing one

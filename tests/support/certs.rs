@@ -1,5 +1,6 @@
-//! The three small CAs an API server needs (serving, client auth, service
-//! account signing), as envtest's TinyCA makes them: ECDSA P-256, PKCS#8 PEM.
+//! The small CA an API server needs (serving and client certificates) and
+//! its service-account signing key, as envtest's TinyCA makes them: ECDSA
+//! P-256, PKCS#8 PEM.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -37,6 +38,10 @@ impl Ca {
 
     pub fn cert_pem(&self) -> String {
         self.issuer.pem()
+    }
+
+    pub fn key_pem(&self) -> String {
+        self.issuer.key().serialize_pem()
     }
 
     /// A serving certificate for the literal 127.0.0.1 (rustls checks IP

@@ -73,6 +73,9 @@ pub enum Error {
     /// A call into a provider failed.
     #[error("provider call failed")]
     Guest(#[source] CallError),
+    /// No kubeconfig could be generated from the Cluster's CA Secret.
+    #[error("cannot generate the kubeconfig")]
+    Kubeconfig(#[source] crate::controllers::cluster::KubeconfigError),
 }
 
 impl Error {
@@ -84,6 +87,7 @@ impl Error {
             Self::Reference { source, .. } => source.reason(),
             Self::DataSecretNameMissing(_) => Reason::WaitingForDataSecret,
             Self::InfrastructureDeleted(_) => Reason::InfrastructureDeleted,
+            Self::Kubeconfig(_) => Reason::KubeconfigInvalid,
             Self::Guest(e) => guest_reason(e),
             Self::Workload(_, e) => match e.reason() {
                 "KubeconfigSecretNotFound" => Reason::KubeconfigSecretNotFound,
@@ -107,6 +111,7 @@ impl Error {
             Self::Reference { .. } => "reference",
             Self::DataSecretNameMissing(_) => "data_secret_name_missing",
             Self::InfrastructureDeleted(_) => "infrastructure_deleted",
+            Self::Kubeconfig(_) => "kubeconfig",
             Self::Guest(e) => e.outcome(),
             Self::Workload(_, e) => e.metric_label(),
             Self::Finalizer(e) => match &**e {

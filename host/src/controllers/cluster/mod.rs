@@ -2,6 +2,9 @@
 //! copies its endpoint, derives the phase, and deletes in upstream's order.
 
 mod delete;
+mod kubeconfig;
+
+pub use kubeconfig::KubeconfigError;
 mod phase;
 mod reconcile;
 

@@ -312,8 +312,11 @@ async fn control_plane(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, 
             name: name.clone(),
             source,
         })?;
-        if found.is_none() {
-            let message = format!("waiting for the kubeconfig Secret {name:?}");
+        if found.is_none() && !generate_kubeconfig(scope, ctx, &secrets, &name).await? {
+            let message = format!(
+                "waiting for the kubeconfig Secret {name:?}, or for a control-plane endpoint and the CA Secret \"{}-ca\" to generate it",
+                scope.cluster.name_any()
+            );
             scope.set(Desired::fails(
                 ConditionType::ControlPlaneInitialized,
                 Reason::KubeconfigSecretNotFound,
@@ -370,6 +373,67 @@ async fn control_plane(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, 
         scope.initialization().control_plane_initialized = Some(true);
     }
     Ok(Outcome::Continue)
+}
+
+/// Creates kubeconfig Secret `name` from the Cluster's CA Secret, as
+/// upstream does for a Cluster without a control-plane provider; false when
+/// the endpoint or the CA Secret is not there yet.
+async fn generate_kubeconfig(
+    scope: &Scope<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    name: &str,
+) -> Result<bool, Error> {
+    let Some(endpoint) = scope
+        .cluster
+        .endpoint()
+        .cloned()
+        .or_else(|| scope.endpoint.clone())
+    else {
+        return Ok(false);
+    };
+    let cluster = scope.cluster.name_any();
+    let ca_name = format!("{cluster}-ca");
+    let Some(ca) = secrets
+        .get_opt(&ca_name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: ca_name.clone(),
+            source,
+        })?
+    else {
+        return Ok(false);
+    };
+    let yaml = super::kubeconfig::generate(&cluster, &endpoint, &ca).map_err(Error::Kubeconfig)?;
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(scope.namespace()),
+            labels: Some(BTreeMap::from([(labels::CLUSTER_NAME.to_owned(), cluster)])),
+            owner_references: scope.cluster.controller_owner_ref(&()).map(|o| vec![o]),
+            ..kube::api::ObjectMeta::default()
+        },
+        type_: Some("cluster.x-k8s.io/secret".to_owned()),
+        data: Some(super::kubeconfig::secret_data(yaml)),
+        ..Secret::default()
+    };
+    match secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.write(CONTROLLER, "kubeconfig");
+            Ok(true)
+        }
+        // Made by someone else meanwhile: theirs stands.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(true),
+        Err(source) => Err(Error::Write {
+            what: "Secret",
+            name: name.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// Our condition from the referenced object's `Ready` condition when it has

@@ -1,0 +1,155 @@
+//! A kubeconfig for a Cluster without a control-plane provider, generated
+//! from its CA as upstream does: the CA in `<cluster>-ca` (`tls.crt`,
+//! `tls.key`) signs a client certificate for `kubernetes-admin` in
+//! `system:masters`, valid for a year, and the kubeconfig names the
+//! Cluster's control-plane endpoint. Neither key is ever logged.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::tz::TimeZone;
+use kube::config::{
+    AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
+use rcgen::{
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+use crate::api::ApiEndpoint;
+
+/// The CA Secret's certificate and key.
+const CA_CERT: &str = "tls.crt";
+const CA_KEY: &str = "tls.key";
+const USER: &str = "kubernetes-admin";
+
+/// Why no kubeconfig could be made from a CA Secret.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    /// The Secret lacks a key or holds something that is not PEM text.
+    #[error("Secret {secret:?} has no PEM {key:?}")]
+    MissingKey {
+        /// The CA Secret.
+        secret: String,
+        /// The key looked for.
+        key: &'static str,
+    },
+    /// The certificate or key is not a usable CA.
+    #[error("Secret {secret:?} holds no usable CA certificate and key")]
+    InvalidCa {
+        /// The CA Secret.
+        secret: String,
+        /// What rcgen said.
+        #[source]
+        source: rcgen::Error,
+    },
+    /// Issuing the client certificate failed.
+    #[error("cannot issue a client certificate")]
+    Issue(#[source] rcgen::Error),
+    /// The kubeconfig could not be written out.
+    #[error("cannot write the kubeconfig")]
+    Serialize(#[source] serde_yaml_ng::Error),
+}
+
+/// The kubeconfig YAML for `cluster` at `endpoint`, signed by the CA in `ca`.
+pub fn generate(
+    cluster: &str,
+    endpoint: &ApiEndpoint,
+    ca: &Secret,
+) -> Result<String, KubeconfigError> {
+    let secret = ca.metadata.name.clone().unwrap_or_default();
+    let pem = |key: &'static str| {
+        ca.data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|v| std::str::from_utf8(&v.0).ok())
+            .map(str::to_owned)
+            .ok_or_else(|| KubeconfigError::MissingKey {
+                secret: secret.clone(),
+                key,
+            })
+    };
+    let (ca_cert, ca_key) = (pem(CA_CERT)?, pem(CA_KEY)?);
+    let invalid = |source| KubeconfigError::InvalidCa {
+        secret: secret.clone(),
+        source,
+    };
+    let signing_key = KeyPair::from_pem(&ca_key).map_err(invalid)?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert, signing_key).map_err(invalid)?;
+
+    let mut params = CertificateParams::default();
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, USER);
+    name.push(DnType::OrganizationName, "system:masters");
+    params.distinguished_name = name;
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
+    let (year, month, day) = (
+        i32::from(today.year()),
+        u8::try_from(today.month()).unwrap_or(1),
+        // Every month has a 28th: a year from the 29th of February is fine.
+        u8::try_from(today.day()).unwrap_or(1).min(28),
+    );
+    params.not_before = rcgen::date_time_ymd(year, month, day);
+    params.not_after = rcgen::date_time_ymd(year + 1, month, day);
+    let key = KeyPair::generate().map_err(KubeconfigError::Issue)?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(KubeconfigError::Issue)?;
+
+    let context = format!("{USER}@{cluster}");
+    let kubeconfig = Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: cluster.to_owned(),
+            cluster: Some(Cluster {
+                server: Some(server_url(endpoint)),
+                certificate_authority_data: Some(BASE64.encode(&ca_cert)),
+                ..Cluster::default()
+            }),
+            other: BTreeMap::new(),
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: USER.to_owned(),
+            auth_info: Some(AuthInfo {
+                client_certificate_data: Some(BASE64.encode(cert.pem())),
+                client_key_data: Some(BASE64.encode(key.serialize_pem()).into()),
+                ..AuthInfo::default()
+            }),
+            other: BTreeMap::new(),
+        }],
+        contexts: vec![NamedContext {
+            name: context.clone(),
+            context: Some(Context {
+                cluster: cluster.to_owned(),
+                user: Some(USER.to_owned()),
+                ..Context::default()
+            }),
+            other: BTreeMap::new(),
+        }],
+        current_context: Some(context),
+        ..Kubeconfig::default()
+    };
+    serde_yaml_ng::to_string(&kubeconfig).map_err(KubeconfigError::Serialize)
+}
+
+/// `https://host:port`, with an IPv6 address in brackets.
+fn server_url(endpoint: &ApiEndpoint) -> String {
+    if endpoint.host.contains(':') {
+        format!("https://[{}]:{}", endpoint.host, endpoint.port)
+    } else {
+        format!("https://{}:{}", endpoint.host, endpoint.port)
+    }
+}
+
+/// The `value` of a kubeconfig Secret.
+pub fn secret_data(yaml: String) -> BTreeMap<String, ByteString> {
+    BTreeMap::from([("value".to_owned(), ByteString(yaml.into_bytes()))])
+}
