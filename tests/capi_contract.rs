@@ -166,6 +166,14 @@ impl World {
             .unwrap();
     }
 
+    /// Waits until pool `name` is Running.
+    async fn running(&self, name: &str) -> MachinePool {
+        self.pool_until(name, "Running", |p| {
+            status_of(p).phase.as_deref() == Some("Running")
+        })
+        .await
+    }
+
     /// Waits until `done` holds for pool `name`'s status.
     async fn pool_until(
         &self,
@@ -543,11 +551,7 @@ async fn check_24_25_32_nodes_are_referenced_in_list_order_marked_and_mirrored()
         .ready_pool("p", 2, json!({ "providerIDList": [a, b] }), status)
         .await;
     // Check 25: both Nodes referenced in list order, with their UIDs; Running.
-    let running = world
-        .pool_until("p", "Running", |p| {
-            status_of(p).phase.as_deref() == Some("Running")
-        })
-        .await;
+    let running = world.running("p").await;
     let refs: Vec<_> = status_of(&running)
         .node_refs
         .into_iter()
@@ -605,11 +609,7 @@ async fn check_21_22_infrastructure_failures_are_mirrored_and_readiness_is_not_s
             json!({ "ready": true, "replicas": 1 }),
         )
         .await;
-    world
-        .pool_until("p", "Running", |p| {
-            status_of(p).phase.as_deref() == Some("Running")
-        })
-        .await;
+    world.running("p").await;
     // Check 21: a reported failure is mirrored with upstream's message.
     world
         .set_status(
@@ -741,11 +741,7 @@ async fn check_20_infrastructure_deleted_after_ready_is_reported() {
     )
     .await
     .unwrap();
-    world
-        .pool_until("p", "Running", |p| {
-            status_of(p).phase.as_deref() == Some("Running")
-        })
-        .await;
+    world.running("p").await;
     world
         .api(INFRASTRUCTURE, "TestMachinePool")
         .delete("p", &DeleteParams::default())
@@ -914,11 +910,7 @@ async fn check_07_13_errors_hold_back_observed_generation_and_a_new_unready_conf
     world
         .ready_pool("p", 0, json!({}), json!({ "ready": true, "replicas": 0 }))
         .await;
-    let running = world
-        .pool_until("p", "Running", |p| {
-            status_of(p).phase.as_deref() == Some("Running")
-        })
-        .await;
+    let running = world.running("p").await;
     let generation = running.metadata.generation;
     assert_eq!(status_of(&running).observed_generation, generation);
 
@@ -1090,11 +1082,7 @@ async fn check_52_a_pool_without_node_refs_is_deleted_while_its_workload_cluster
     world
         .ready_pool("p", 0, json!({}), json!({ "ready": true, "replicas": 0 }))
         .await;
-    world
-        .pool_until("p", "Running", |p| {
-            status_of(p).phase.as_deref() == Some("Running")
-        })
-        .await;
+    world.running("p").await;
     // A timeout of 0 never passes: only not needing the workload cluster lets deletion finish.
     node_deletion_timeout(&world, "p", 0).await;
     make_workload_unreachable(&world).await;

@@ -32,21 +32,11 @@ async fn main() -> anyhow::Result<()> {
     let (clusters, pools, replicas) = (next(10)?, next(2)?, next(3)?);
 
     let scenario = Scenario::new("fleet").await;
-    let workload = scenario.env.workload().context("no workload server")?;
     let cpu_before = cpu_seconds()?;
     let started = Instant::now();
     for c in 0..clusters {
         let cluster = format!("c{c}");
-        scenario
-            .stack
-            .create_cluster(
-                &scenario.client,
-                workload,
-                &scenario.ns,
-                &cluster,
-                &scenario.modules,
-            )
-            .await?;
+        scenario.cluster(&cluster).await;
         for p in 0..pools {
             scenario
                 .pool(&format!("{cluster}-p{p}"), &cluster, replicas)

@@ -187,51 +187,26 @@ impl ApiServer {
     /// the cluster name.
     pub fn kubeconfig_secret(&self, namespace: &str, cluster: &str) -> Result<Secret> {
         let value = self.kubeconfig_yaml()?;
-        Ok(Secret {
-            metadata: ObjectMeta {
-                name: Some(format!("{cluster}-kubeconfig")),
-                namespace: Some(namespace.to_owned()),
-                labels: Some(BTreeMap::from([(
-                    "cluster.x-k8s.io/cluster-name".to_owned(),
-                    cluster.to_owned(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            type_: Some("cluster.x-k8s.io/secret".to_owned()),
-            data: Some(BTreeMap::from([(
-                "value".to_owned(),
-                ByteString(value.into_bytes()),
-            )])),
-            ..Secret::default()
-        })
+        Ok(cluster_secret(
+            namespace,
+            &format!("{cluster}-kubeconfig"),
+            cluster,
+            [("value", value)],
+        ))
     }
 
     /// Cluster API's `<cluster>-ca` Secret for this server: its CA's
     /// certificate and key, from which a kubeconfig can be made.
     pub fn ca_secret(&self, namespace: &str, cluster: &str) -> Secret {
-        Secret {
-            metadata: ObjectMeta {
-                name: Some(format!("{cluster}-ca")),
-                namespace: Some(namespace.to_owned()),
-                labels: Some(BTreeMap::from([(
-                    "cluster.x-k8s.io/cluster-name".to_owned(),
-                    cluster.to_owned(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            type_: Some("cluster.x-k8s.io/secret".to_owned()),
-            data: Some(BTreeMap::from([
-                (
-                    "tls.crt".to_owned(),
-                    ByteString(self.ca.cert.clone().into_bytes()),
-                ),
-                (
-                    "tls.key".to_owned(),
-                    ByteString(self.ca.key.clone().into_bytes()),
-                ),
-            ])),
-            ..Secret::default()
-        }
+        cluster_secret(
+            namespace,
+            &format!("{cluster}-ca"),
+            cluster,
+            [
+                ("tls.crt", self.ca.cert.clone()),
+                ("tls.key", self.ca.key.clone()),
+            ],
+        )
     }
 
     /// Creates a namespace named `<prefix>-<random>`, so tests sharing one
@@ -253,6 +228,33 @@ impl ApiServer {
     /// Where this server's files and log are.
     pub fn dir(&self) -> std::path::PathBuf {
         self.etcd.run_dir().join(&self.name)
+    }
+}
+
+/// A Secret of Cluster API's type, labelled with the cluster's name.
+fn cluster_secret<const N: usize>(
+    namespace: &str,
+    name: &str,
+    cluster: &str,
+    data: [(&str, String); N],
+) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(BTreeMap::from([(
+                "cluster.x-k8s.io/cluster-name".to_owned(),
+                cluster.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some("cluster.x-k8s.io/secret".to_owned()),
+        data: Some(
+            data.into_iter()
+                .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
+                .collect(),
+        ),
+        ..Secret::default()
     }
 }
 

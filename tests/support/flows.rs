@@ -310,19 +310,22 @@ impl Scenario {
     /// As [`Scenario::new`], or if the Cluster cannot be created.
     pub async fn with_cluster(prefix: &str, cluster: &str) -> Self {
         let scenario = Self::new(prefix).await;
-        let workload = scenario.env.workload().expect("workload server");
+        scenario.cluster(cluster).await;
         scenario
-            .stack
-            .create_cluster(
-                &scenario.client,
-                workload,
-                &scenario.ns,
-                cluster,
-                &scenario.modules,
-            )
+    }
+
+    /// Creates Cluster `name` of the shared workload server, served by this
+    /// scenario's modules.
+    ///
+    /// # Panics
+    ///
+    /// If the Cluster cannot be created.
+    pub async fn cluster(&self, name: &str) {
+        let workload = self.env.workload().expect("workload server");
+        self.stack
+            .create_cluster(&self.client, workload, &self.ns, name, &self.modules)
             .await
             .expect("cluster");
-        scenario
     }
 
     /// Creates pool `name` of `cluster` with `replicas`, served by this scenario's modules.
