@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use capwasm::api::{ContractVersionedObjectReference, MachinePool};
 use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
 use k8s_openapi::ByteString;
@@ -1254,7 +1256,61 @@ async fn check_60_a_kubeconfig_is_generated_from_the_clusters_ca() {
     );
     assert_eq!(secret.type_.as_deref(), Some("cluster.x-k8s.io/secret"));
     let yaml = String::from_utf8(secret.data.unwrap()["value"].0.clone()).unwrap();
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    authenticates(&yaml).await;
+    wait_for(
+        &world.apis.clusters,
+        "c4",
+        "ControlPlaneInitialized True",
+        initialized("", "True"),
+    )
+    .await;
+
+    // A client certificate that expires within half a year is made anew.
+    let mut expiring = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let soon = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_hours(30 * 24))
+        .unwrap()
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .date();
+    let mut params = rcgen::CertificateParams::new(vec!["expiring".to_owned()]).unwrap();
+    params.not_after = rcgen::date_time_ymd(
+        soon.year().into(),
+        soon.month().try_into().unwrap(),
+        soon.day().try_into().unwrap(),
+    );
+    let cert = params
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let auth = expiring.auth_infos[0].auth_info.as_mut().unwrap();
+    auth.client_certificate_data = Some(BASE64.encode(cert.pem()));
+    let written = serde_yaml_ng::to_string(&expiring).unwrap();
+    secrets
+        .patch(
+            "c4-kubeconfig",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "value": BASE64.encode(&written) } })),
+        )
+        .await
+        .unwrap();
+    let rotated = wait_for(
+        &secrets,
+        "c4-kubeconfig",
+        "the expiring kubeconfig made anew",
+        |s: Option<&Secret>| {
+            s.and_then(|s| s.data.as_ref())
+                .is_some_and(|d| d["value"].0 != written.as_bytes())
+        },
+    )
+    .await
+    .unwrap();
+    authenticates(&String::from_utf8(rotated.data.unwrap()["value"].0.clone()).unwrap()).await;
+    wait_for_event(&world.client, &world.ns, "c4", "KubeconfigRotated").await;
+}
+
+/// Lists Namespaces with `kubeconfig` (YAML): it reaches the API server and
+/// authenticates as an administrator.
+async fn authenticates(kubeconfig: &str) {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(
         kubeconfig,
         &kube::config::KubeConfigOptions::default(),
@@ -1267,11 +1323,4 @@ async fn check_60_a_kubeconfig_is_generated_from_the_clusters_ca() {
         .list(&ListParams::default().limit(1))
         .await
         .expect("the generated kubeconfig authenticates as an administrator");
-    wait_for(
-        &world.apis.clusters,
-        "c4",
-        "ControlPlaneInitialized True",
-        initialized("", "True"),
-    )
-    .await;
 }

@@ -106,6 +106,8 @@ reasons! {
     NotPaused,
     /// Not being deleted.
     NotDeleting,
+    /// A kubeconfig generated from the Cluster's CA was made anew before its certificate expired.
+    KubeconfigRotated,
     /// The Cluster named by `spec.clusterName` does not exist.
     ClusterNotFound,
     /// A provider object has no Cluster API owner yet.

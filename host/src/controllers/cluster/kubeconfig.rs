@@ -5,6 +5,7 @@
 //! Cluster's control-plane endpoint. Neither key is ever logged.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -21,6 +22,10 @@ use rcgen::{
 };
 
 use crate::api::ApiEndpoint;
+
+/// How long before its client certificate expires a kubeconfig is made
+/// anew: half the year it is issued for, as upstream.
+pub const RENEW_BEFORE: Duration = Duration::from_secs(182 * 24 * 60 * 60);
 
 /// The CA Secret's certificate and key.
 const CA_CERT: &str = "tls.crt";
@@ -149,7 +154,90 @@ fn server_url(endpoint: &ApiEndpoint) -> String {
     }
 }
 
+/// When the client certificate of the current user of the kubeconfig in
+/// `secret` expires; `None` if it has none (a token, say) or it cannot be
+/// read.
+pub fn client_certificate_expiry(secret: &Secret) -> Option<Timestamp> {
+    let yaml = std::str::from_utf8(&secret.data.as_ref()?.get("value")?.0).ok()?;
+    let config = Kubeconfig::from_yaml(yaml).ok()?;
+    let current = config.current_context.as_deref()?;
+    let context = config
+        .contexts
+        .iter()
+        .find(|c| c.name == current)?
+        .context
+        .as_ref()?;
+    let user = context.user.as_deref()?;
+    let auth = config
+        .auth_infos
+        .iter()
+        .find(|a| a.name == user)?
+        .auth_info
+        .as_ref()?;
+    let pem = BASE64
+        .decode(auth.client_certificate_data.as_deref()?)
+        .ok()?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    Timestamp::from_second(cert.validity().not_after.timestamp()).ok()
+}
+
 /// The `value` of a kubeconfig Secret.
 pub fn secret_data(yaml: String) -> BTreeMap<String, ByteString> {
     BTreeMap::from([("value".to_owned(), ByteString(yaml.into_bytes()))])
+}
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{BasicConstraints, IsCa};
+
+    use super::*;
+
+    fn ca_secret(cert: Option<String>, key: String) -> Secret {
+        let mut data = BTreeMap::from([(CA_KEY.to_owned(), ByteString(key.into_bytes()))]);
+        if let Some(cert) = cert {
+            data.insert(CA_CERT.to_owned(), ByteString(cert.into_bytes()));
+        }
+        Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("c1-ca".into()),
+                ..kube::api::ObjectMeta::default()
+            },
+            data: Some(data),
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn a_generated_kubeconfig_holds_a_year_long_client_certificate_for_the_endpoint() {
+        let mut params = CertificateParams::default();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let key = KeyPair::generate().expect("key");
+        let ca = params.self_signed(&key).expect("CA");
+        let secret = ca_secret(Some(ca.pem()), key.serialize_pem());
+        let endpoint = ApiEndpoint {
+            host: "10.0.0.1".into(),
+            port: 6443,
+        };
+        let yaml = generate("c1", &endpoint, &secret).expect("a kubeconfig");
+        assert!(yaml.contains("server: https://10.0.0.1:6443"), "{yaml}");
+        let kubeconfig = Secret {
+            data: Some(secret_data(yaml)),
+            ..Secret::default()
+        };
+        let expiry = client_certificate_expiry(&kubeconfig).expect("a client certificate");
+        let days = expiry.duration_since(Timestamp::now()).as_hours() / 24;
+        assert!((360..=366).contains(&days), "expires in {days} days");
+
+        let missing = ca_secret(None, key.serialize_pem());
+        assert!(matches!(
+            generate("c1", &endpoint, &missing),
+            Err(KubeconfigError::MissingKey { key: "tls.crt", .. })
+        ));
+        let garbage = ca_secret(Some("not a certificate".into()), key.serialize_pem());
+        assert!(matches!(
+            generate("c1", &endpoint, &garbage),
+            Err(KubeconfigError::InvalidCa { .. })
+        ));
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
@@ -301,10 +301,8 @@ async fn control_plane(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, 
         == Some(true);
     let Some(reference) = scope.cluster.spec.control_plane_ref.clone() else {
         // No control-plane provider: the control plane is there once its
-        // kubeconfig Secret is, as an externally managed control plane.
-        if initialized {
-            return Ok(Outcome::Continue);
-        }
+        // kubeconfig Secret is, as an externally managed control plane; one
+        // is generated from the Cluster's CA if there is none.
         let name = format!("{}-kubeconfig", scope.cluster.name_any());
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &scope.namespace());
         let found = secrets.get_opt(&name).await.map_err(|source| Error::Get {
@@ -312,28 +310,34 @@ async fn control_plane(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, 
             name: name.clone(),
             source,
         })?;
-        if found.is_none() && !generate_kubeconfig(scope, ctx, &secrets, &name).await? {
-            let message = format!(
-                "waiting for the kubeconfig Secret {name:?}, or for a control-plane endpoint and the CA Secret \"{}-ca\" to generate it",
-                scope.cluster.name_any()
-            );
-            scope.set(Desired::fails(
-                ConditionType::ControlPlaneInitialized,
-                Reason::KubeconfigSecretNotFound,
-                message.clone(),
-            ));
-            return Ok(Outcome::Wait(Wait::after(
-                Reason::KubeconfigSecretNotFound,
-                message,
-                KUBECONFIG_POLL,
-            )));
+        match found {
+            Some(existing) => rotate_kubeconfig(scope, ctx, &secrets, &existing).await?,
+            None if generate_kubeconfig(scope, ctx, &secrets, &name).await? => {}
+            None => {
+                let message = format!(
+                    "waiting for the kubeconfig Secret {name:?}, or for a control-plane endpoint and the CA Secret \"{}-ca\" to generate it",
+                    scope.cluster.name_any()
+                );
+                scope.set(Desired::fails(
+                    ConditionType::ControlPlaneInitialized,
+                    Reason::KubeconfigSecretNotFound,
+                    message.clone(),
+                ));
+                return Ok(Outcome::Wait(Wait::after(
+                    Reason::KubeconfigSecretNotFound,
+                    message,
+                    KUBECONFIG_POLL,
+                )));
+            }
         }
-        scope.initialization().control_plane_initialized = Some(true);
-        scope.set(Desired::holds(
-            ConditionType::ControlPlaneInitialized,
-            Reason::Ready,
-            format!("kubeconfig Secret {name:?} exists"),
-        ));
+        if !initialized {
+            scope.initialization().control_plane_initialized = Some(true);
+            scope.set(Desired::holds(
+                ConditionType::ControlPlaneInitialized,
+                Reason::Ready,
+                format!("kubeconfig Secret {name:?} exists"),
+            ));
+        }
         return Ok(Outcome::Continue);
     };
     let resolved = scope.resolve(ctx, &reference).await?;
@@ -375,22 +379,20 @@ async fn control_plane(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, 
     Ok(Outcome::Continue)
 }
 
-/// Creates kubeconfig Secret `name` from the Cluster's CA Secret, as
-/// upstream does for a Cluster without a control-plane provider; false when
-/// the endpoint or the CA Secret is not there yet.
-async fn generate_kubeconfig(
+/// A kubeconfig for the Cluster made from its CA Secret, as upstream does
+/// for a Cluster without a control-plane provider; `None` while the
+/// endpoint or the CA Secret is not there.
+async fn kubeconfig_from_ca(
     scope: &Scope<'_>,
-    ctx: &Context,
     secrets: &Api<Secret>,
-    name: &str,
-) -> Result<bool, Error> {
+) -> Result<Option<String>, Error> {
     let Some(endpoint) = scope
         .cluster
         .endpoint()
         .cloned()
         .or_else(|| scope.endpoint.clone())
     else {
-        return Ok(false);
+        return Ok(None);
     };
     let cluster = scope.cluster.name_any();
     let ca_name = format!("{cluster}-ca");
@@ -403,9 +405,25 @@ async fn generate_kubeconfig(
             source,
         })?
     else {
+        return Ok(None);
+    };
+    super::kubeconfig::generate(&cluster, &endpoint, &ca)
+        .map(Some)
+        .map_err(Error::Kubeconfig)
+}
+
+/// Creates kubeconfig Secret `name` from the Cluster's CA; false when it
+/// cannot be made yet.
+async fn generate_kubeconfig(
+    scope: &Scope<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    name: &str,
+) -> Result<bool, Error> {
+    let Some(yaml) = kubeconfig_from_ca(scope, secrets).await? else {
         return Ok(false);
     };
-    let yaml = super::kubeconfig::generate(&cluster, &endpoint, &ca).map_err(Error::Kubeconfig)?;
+    let cluster = scope.cluster.name_any();
     let secret = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.to_owned()),
@@ -434,6 +452,48 @@ async fn generate_kubeconfig(
             source,
         }),
     }
+}
+
+/// Makes the kubeconfig in `existing` anew from the Cluster's CA when its
+/// client certificate expires within [`super::kubeconfig::RENEW_BEFORE`]
+/// (upstream rotates any kubeconfig it can; one without a client
+/// certificate, or without a CA to sign a new one, is left as it is).
+async fn rotate_kubeconfig(
+    scope: &Scope<'_>,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    existing: &Secret,
+) -> Result<(), Error> {
+    let Some(expiry) = super::kubeconfig::client_certificate_expiry(existing) else {
+        return Ok(());
+    };
+    let renew_from = expiry
+        .checked_sub(super::kubeconfig::RENEW_BEFORE)
+        .unwrap_or(expiry);
+    if Timestamp::now() < renew_from {
+        return Ok(());
+    }
+    let Some(yaml) = kubeconfig_from_ca(scope, secrets).await? else {
+        return Ok(());
+    };
+    let name = existing.name_any();
+    let patch = json!({ "data": super::kubeconfig::secret_data(yaml) });
+    secrets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|source| Error::Write {
+            what: "Secret",
+            name: name.clone(),
+            source,
+        })?;
+    ctx.metrics.write(CONTROLLER, "kubeconfig");
+    ctx.publish(
+        &scope.cluster.object_ref(&()),
+        Reason::KubeconfigRotated,
+        format!("kubeconfig Secret {name:?} made anew: its client certificate expires at {expiry}"),
+    )
+    .await;
+    Ok(())
 }
 
 /// Our condition from the referenced object's `Ready` condition when it has
