@@ -447,32 +447,14 @@ async fn check_10_14_a_ready_config_without_secret_and_a_config_owned_by_another
 #[tokio::test]
 async fn check_16_17_18_infrastructure_fields_are_copied_only_once_ready_and_listed() {
     let world = World::new("c16").await;
-    let ready_config =
-        json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "data" });
     world
-        .provider_object(
-            BOOTSTRAP,
-            "TestBootstrapConfig",
+        .ready_pool(
             "p",
-            json!({}),
-            ready_config,
-        )
-        .await;
-    world
-        .provider_object(
-            INFRASTRUCTURE,
-            "TestMachinePool",
-            "p",
+            2,
             json!({ "providerIDList": ["t://a"] }),
             json!({ "ready": false, "replicas": 1 }),
         )
         .await;
-    create(
-        &world.client,
-        &world.pool("p", "TestBootstrapConfig").replicas(2).build(),
-    )
-    .await
-    .unwrap();
     let not_ready = world
         .pool_until("p", "InfrastructureReady False", |p| {
             has_condition(
@@ -717,32 +699,9 @@ async fn check_19_35_36_scale_from_and_to_zero() {
 #[tokio::test]
 async fn check_20_infrastructure_deleted_after_ready_is_reported() {
     let world = World::new("c20").await;
-    let ready_config =
-        json!({ "initialization": { "dataSecretCreated": true }, "dataSecretName": "data" });
     world
-        .provider_object(
-            BOOTSTRAP,
-            "TestBootstrapConfig",
-            "p",
-            json!({}),
-            ready_config,
-        )
+        .ready_pool("p", 0, json!({}), json!({ "ready": true, "replicas": 0 }))
         .await;
-    world
-        .provider_object(
-            INFRASTRUCTURE,
-            "TestMachinePool",
-            "p",
-            json!({}),
-            json!({ "ready": true, "replicas": 0 }),
-        )
-        .await;
-    create(
-        &world.client,
-        &world.pool("p", "TestBootstrapConfig").replicas(0).build(),
-    )
-    .await
-    .unwrap();
     world.running("p").await;
     world
         .api(INFRASTRUCTURE, "TestMachinePool")
