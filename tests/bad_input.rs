@@ -324,6 +324,8 @@ async fn config_the_schema_rejects_names_the_field_on_the_object_and_its_pool() 
 #[tokio::test]
 async fn missing_and_unloadable_provider_modules_are_named_on_the_objects_they_serve() {
     let env = TestEnv::shared().await.unwrap();
+    // The operator that must name them.
+    Stack::shared().await.unwrap();
     let client = env.management().client().unwrap();
     let ns = env.management().create_namespace("nomodule").await.unwrap();
     let apis = Apis::new(&client, &ns);

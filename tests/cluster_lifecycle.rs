@@ -137,7 +137,7 @@ async fn pausing_the_cluster_stops_scaling_until_unpaused() {
         .patch("c1", &PatchParams::default(), &paused(true))
         .await
         .unwrap();
-    let pool = wait_for(
+    wait_for(
         &apis.pools,
         "pool",
         "the pool reports the pause",
@@ -151,8 +151,7 @@ async fn pausing_the_cluster_stops_scaling_until_unpaused() {
             })
         },
     )
-    .await
-    .unwrap();
+    .await;
     wait_for(
         &apis.infra_pools,
         "pool",
@@ -176,10 +175,26 @@ async fn pausing_the_cluster_stops_scaling_until_unpaused() {
         )
         .await
         .unwrap();
-    // Unpausing is what lets the scale happen; while paused, the cloud gets no new instance.
-    let before = stack.cloud.instances_of(&format!("{ns}/pool")).len();
-    assert_eq!(before, 1);
-    assert_eq!(pool.status.unwrap().phase.as_deref(), Some("Running"));
+    // The controller has seen the new replica count (its Paused condition is
+    // at the new generation) and left the pool alone: still Running, and the
+    // cloud got no new instance. Unpausing is what lets the scale happen.
+    let generation = apis.pools.get("pool").await.unwrap().metadata.generation;
+    let seen = wait_for(
+        &apis.pools,
+        "pool",
+        "the paused pool has seen the scale",
+        |p: Option<&MachinePool>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Paused" && c.status == "True" && c.observed_generation == generation
+                })
+            })
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(seen.status.unwrap().phase.as_deref(), Some("Running"));
+    assert_eq!(stack.cloud.instances_of(&format!("{ns}/pool")).len(), 1);
     apis.clusters
         .patch("c1", &PatchParams::default(), &paused(false))
         .await
@@ -228,19 +243,21 @@ async fn pool_with_the_paused_annotation_is_left_alone_with_a_message_naming_it(
     )
     .await
     .unwrap();
-    let message = &paused
-        .status
-        .unwrap()
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Paused")
-        .unwrap()
-        .message
-        .clone();
+    let (_, _, message) = condition(&paused.status.as_ref().unwrap().conditions, "Paused").unwrap();
     assert_eq!(
         message,
         "MachinePool has the cluster.x-k8s.io/paused annotation"
     );
-    // Nothing else happened: no phase, no adoption of the (missing) referenced objects.
+    // Only the finalizer: no phase, and the (missing) referenced objects were
+    // never looked up, so no condition about them.
     assert!(paused.metadata.finalizers.is_some());
+    let status = paused.status.unwrap();
+    assert_eq!(status.phase, None);
+    for type_ in ["BootstrapConfigReady", "InfrastructureReady"] {
+        assert!(
+            condition(&status.conditions, type_).is_none(),
+            "{type_}: {:?}",
+            status.conditions
+        );
+    }
 }

@@ -168,20 +168,6 @@ async fn pool_scales_up_to_five_and_down_to_one_removing_nodes() {
         .patch_scale("pool", &PatchParams::default(), &Patch::Merge(scale(5)))
         .await
         .unwrap();
-    wait_for(
-        &apis.pools,
-        "pool",
-        "phase ScalingUp",
-        |p: Option<&MachinePool>| {
-            p.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("ScalingUp")
-                || p.and_then(|p| p.status.as_ref())
-                    .and_then(|s| s.ready_replicas)
-                    == Some(5)
-        },
-    )
-    .await;
     let five = wait_for_pool(&apis.pools, "pool", "Running", 5).await;
     let first_three: Vec<_> = three.status.unwrap().node_refs;
     assert!(

@@ -140,7 +140,9 @@ async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves
         digest_of("sim_infrastructure_v2.wasm"),
     );
 
-    // Scale, and swap while the scale is under way.
+    // Scale, and ask for the swap at once: before the new machines can have
+    // joined (a machine boots, registers its Node, and the pool's status
+    // follows half a second later), so calls for the scale meet the swap.
     apis.pools
         .patch_scale(
             "pool",
@@ -208,6 +210,7 @@ async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves
 async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_code_when_it_breaks()
 {
     let env = TestEnv::shared().await.unwrap();
+    let stack = Stack::shared().await.unwrap();
     let client = env.management().client().unwrap();
     let ns = env
         .management()
@@ -286,7 +289,6 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
     .unwrap();
     assert_eq!(failed.active_digest.as_deref(), Some(v2.as_str()));
     assert!(failed.message.unwrap().contains("stays in service"));
-    let stack = Stack::shared().await.unwrap();
     let in_service = stack.context.runtime.registry().get(&name).unwrap();
     assert_eq!(in_service.digest, v2);
 }

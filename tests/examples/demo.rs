@@ -119,10 +119,7 @@ async fn run() -> anyhow::Result<Vec<(String, Duration)>> {
         )
         .await?;
     steps
-        .run(
-            "scale to 5: ScalingUp, then Running with 5 Nodes",
-            scale(&client, 5),
-        )
+        .run("scale to 5: Running with 5 Nodes", scale(&client, 5))
         .await?;
     steps
         .run("hot-swap sim-infrastructure to 0.2.0 (no restart)", async {
