@@ -270,7 +270,7 @@ async fn missing_secret_is_kubeconfig_secret_not_found() -> Result<()> {
         matches!(error, Error::KubeconfigSecretNotFound { .. }),
         "{error:?}"
     );
-    assert_eq!(error.reason(), "KubeconfigSecretNotFound");
+    assert_eq!(error.reason().as_str(), "KubeconfigSecretNotFound");
     Ok(())
 }
 
@@ -286,7 +286,7 @@ async fn assert_invalid(prefix: &str, data: BTreeMap<String, ByteString>) -> Res
         .err()
         .context("refused")?;
 
-    assert_eq!(error.reason(), "KubeconfigInvalid", "{error:?}");
+    assert_eq!(error.reason().as_str(), "KubeconfigInvalid", "{error:?}");
     Ok(error)
 }
 
@@ -354,7 +354,7 @@ async fn stopped_api_server_is_unreachable_within_bound() -> Result<()> {
     let bound = Settings::default().initial_list_timeout;
     assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
     assert!(matches!(error, Error::Unreachable { .. }), "{error:?}");
-    assert_eq!(error.reason(), "WorkloadClusterUnreachable");
+    assert_eq!(error.reason().as_str(), "WorkloadClusterUnreachable");
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -82,6 +81,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 async fn serve(args: &Args) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_deref()).await?;
     check_api_server(&client).await?;
+    let namespace = operator_namespace(args.leader_election_namespace.as_deref());
     let config = Config {
         controllers: match args.controllers {
             Which::All => Controllers::All,
@@ -92,9 +92,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             credentials_namespace: match args.credentials_namespace.as_deref() {
                 Some("*") => None,
                 Some(namespace) => Some(namespace.to_owned()),
-                None => Some(operator_namespace(
-                    args.leader_election_namespace.as_deref(),
-                )),
+                None => Some(namespace.clone()),
             },
             ..Settings::default()
         },
@@ -107,7 +105,6 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     };
     let election_client = client.clone();
     let operator = Operator::new(client, config).context("cannot start the provider runtime")?;
-    let ready = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
         .await
         .with_context(|| {
@@ -116,17 +113,15 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
                 args.metrics_bind_address
             )
         })?;
-    let app = router(operator.registry(), ready.clone());
+    let app = router(operator.registry());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     tracing::info!(
         controllers = ?args.controllers,
         metrics = %args.metrics_bind_address,
         "capwasm is running"
     );
-    // Followers are ready too: readiness is about serving, not leading.
-    ready.store(true, Ordering::Relaxed);
     let result = if args.leader_elect {
-        let election = Election::new(leader_namespace(args), identity(args));
+        let election = Election::new(namespace, identity(args));
         let mut leadership = tokio::select! {
             leadership = leader::acquire(election_client, &election) => leadership?,
             () = shutdown_signal() => return Ok(()),
@@ -154,12 +149,9 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     result
 }
 
-/// The leader Lease's namespace: the flag, the pod's own, or `capwasm-system`.
-fn leader_namespace(args: &Args) -> String {
-    operator_namespace(args.leader_election_namespace.as_deref())
-}
-
-/// `given`, or the pod's own namespace, or `capwasm-system`.
+/// The operator's namespace (the leader Lease's, and by default the one
+/// provider credentials are read from): `given`, or the pod's own, or
+/// `capwasm-system`.
 fn operator_namespace(given: Option<&str>) -> String {
     given.map_or_else(
         || {
@@ -221,23 +213,14 @@ async fn check_api_server(client: &Client) -> anyhow::Result<()> {
     }
 }
 
-fn router(registry: Arc<Registry>, ready: Arc<AtomicBool>) -> Router {
+/// `/readyz` answers as soon as the server does: the operator is built
+/// before it listens, and followers are ready too (readiness is about
+/// serving, not leading).
+fn router(registry: Arc<Registry>) -> Router {
     Router::new()
         .route("/metrics", get(metrics).with_state(registry))
         .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let ready = ready.load(Ordering::Relaxed);
-                async move {
-                    if ready {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "starting")
-                    }
-                }
-            }),
-        )
+        .route("/readyz", get(|| async { "ok" }))
 }
 
 async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {

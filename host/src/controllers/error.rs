@@ -89,11 +89,7 @@ impl Error {
             Self::InfrastructureDeleted(_) => Reason::InfrastructureDeleted,
             Self::Kubeconfig(_) => Reason::KubeconfigInvalid,
             Self::Guest(e) => guest_reason(e),
-            Self::Workload(_, e) => match e.reason() {
-                "KubeconfigSecretNotFound" => Reason::KubeconfigSecretNotFound,
-                "KubeconfigInvalid" => Reason::KubeconfigInvalid,
-                _ => Reason::WorkloadClusterUnreachable,
-            },
+            Self::Workload(_, e) => e.reason(),
             Self::Finalizer(e) => match &**e {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),

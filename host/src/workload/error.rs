@@ -81,16 +81,17 @@ impl Error {
     /// A failed read of the Secret counts as unreachable: the workload
     /// cluster cannot be connected to, the cause is transient as far as
     /// this layer can tell, and the message names the Secret.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> crate::api::Reason {
+        use crate::api::Reason;
         match self {
-            Self::KubeconfigSecretNotFound { .. } => "KubeconfigSecretNotFound",
+            Self::KubeconfigSecretNotFound { .. } => Reason::KubeconfigSecretNotFound,
             Self::KubeconfigMissingKey { .. } | Self::KubeconfigInvalid { .. } => {
-                "KubeconfigInvalid"
+                Reason::KubeconfigInvalid
             }
             Self::GetKubeconfigSecret { .. }
             | Self::Unreachable { .. }
             | Self::NodeListTimeout { .. }
-            | Self::WatchStopped { .. } => "WorkloadClusterUnreachable",
+            | Self::WatchStopped { .. } => Reason::WorkloadClusterUnreachable,
         }
     }
 

@@ -74,7 +74,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         match delete::run(&mut scope, &ctx).await {
             Ok(None) => {
                 ctx.workload.forget(&crate::workload::ClusterKey::new(
-                    cluster.namespace().unwrap_or_default(),
+                    scope.namespace(),
                     cluster.name_any(),
                 ));
                 ctx.publish(

@@ -193,6 +193,7 @@ async fn mark_nodes(
         .map_err(|e| Error::Workload(key.to_string(), e))?;
     let api: Api<Node> = Api::all(client);
     for (name, patch) in patches {
+        ctx.metrics.write(CONTROLLER, "workload Node");
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|source| Error::Write {
