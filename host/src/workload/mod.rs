@@ -178,9 +178,18 @@ impl WorkloadClusters {
     /// at most [`Settings::initial_list_timeout`]. If the watch's last
     /// attempt failed, answers [`Error::Unreachable`] at once.
     pub async fn nodes(&self, cluster: &ClusterKey) -> Result<Nodes, Error> {
+        self.nodes_and_client(cluster).await.map(|(nodes, _)| nodes)
+    }
+
+    /// [`Self::nodes`], with the client to write to them: one look at the
+    /// kubeconfig Secret for both.
+    pub async fn nodes_and_client(&self, cluster: &ClusterKey) -> Result<(Nodes, Client), Error> {
         let connection = self.connection(cluster).await?;
         let watch = connection.watch(|| self.start_watch(cluster, &connection.client));
-        watch.nodes(self.shared.settings.initial_list_timeout).await
+        let nodes = watch
+            .nodes(self.shared.settings.initial_list_timeout)
+            .await?;
+        Ok((nodes, connection.client.clone()))
     }
 
     /// Stops the cluster's Node watch and drops its client (the Cluster was

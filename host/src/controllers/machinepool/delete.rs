@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 
 use super::noderefs;
 use super::scope::Scope;
@@ -65,7 +66,12 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
         .filter_map(|r| r.name.clone())
         .collect();
     if !nodes.is_empty() {
-        match noderefs::delete_nodes(ctx, &scope.cluster_key(), &nodes).await {
+        let key = scope.cluster_key();
+        let deleted = match ctx.workload.client(&key).await {
+            Ok(client) => noderefs::delete_nodes(ctx, &Api::all(client), &key, &nodes).await,
+            Err(source) => Err(Error::Workload(key.to_string(), source)),
+        };
+        match deleted {
             Ok(()) => {}
             // An unreachable workload cluster must not block deletion for ever.
             Err(error) if node_deletion_timed_out(scope) => {

@@ -24,8 +24,8 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     if !scope.infrastructure_ready {
         return Ok(Outcome::Continue);
     }
-    let nodes = match workload_nodes(scope, ctx).await? {
-        Ok(nodes) => nodes,
+    let (nodes, api) = match workload_nodes(scope, ctx).await? {
+        Ok((nodes, client)) => (nodes, Api::<Node>::all(client)),
         Err(wait) => return Ok(Outcome::Wait(wait)),
     };
     let refs = scope.status.node_refs.clone();
@@ -58,7 +58,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     let key = scope.cluster_key();
     let retired = status::retired(&refs, &provider_ids, |name| nodes.by_name(name));
     if !retired.is_empty() {
-        delete_nodes(ctx, &key, &retired).await?;
+        delete_nodes(ctx, &api, &key, &retired).await?;
         ctx.publish(
             &scope.pool.object_ref(&()),
             Reason::NodesDeleted,
@@ -87,7 +87,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
         .iter()
         .filter_map(|id| nodes.by_provider_id(id))
         .collect();
-    mark_nodes(scope, ctx, &key, &owned).await?;
+    mark_nodes(scope, ctx, &api, &owned).await?;
     let next_available_in = matched.next_available_in;
     record(scope, ctx, replicas, matched).await;
     // Node events bring the pool back when a Node changes; only the
@@ -95,12 +95,12 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     Ok(next_available_in.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
-/// The Cluster's Nodes, once its control plane is up (upstream watches a
-/// workload cluster's Nodes only then).
+/// The Cluster's Nodes and a client to write to them, once its control
+/// plane is up (upstream watches a workload cluster's Nodes only then).
 async fn workload_nodes(
     scope: &mut Scope<'_>,
     ctx: &Context,
-) -> Result<Result<Nodes, Wait>, Error> {
+) -> Result<Result<(Nodes, kube::Client), Wait>, Error> {
     let conditions = scope
         .cluster
         .status
@@ -122,8 +122,8 @@ async fn workload_nodes(
         )));
     }
     let key = scope.cluster_key();
-    match ctx.workload.nodes(&key).await {
-        Ok(nodes) => Ok(Ok(nodes)),
+    match ctx.workload.nodes_and_client(&key).await {
+        Ok(found) => Ok(Ok(found)),
         Err(source) => Err(scope.failed(
             ConditionType::ReplicasReady,
             Error::Workload(key.to_string(), source),
@@ -166,7 +166,7 @@ async fn record(scope: &mut Scope<'_>, ctx: &Context, replicas: i32, matched: Ma
 async fn mark_nodes(
     scope: &Scope<'_>,
     ctx: &Context,
-    key: &ClusterKey,
+    api: &Api<Node>,
     nodes: &[Arc<Node>],
 ) -> Result<(), Error> {
     let (cluster, namespace, pool) = (
@@ -183,15 +183,6 @@ async fn mark_nodes(
             ))
         })
         .collect();
-    if patches.is_empty() {
-        return Ok(());
-    }
-    let client = ctx
-        .workload
-        .client(key)
-        .await
-        .map_err(|e| Error::Workload(key.to_string(), e))?;
-    let api: Api<Node> = Api::all(client);
     for (name, patch) in patches {
         ctx.metrics.write(CONTROLLER, "workload Node");
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -205,18 +196,14 @@ async fn mark_nodes(
     Ok(())
 }
 
-/// Deletes the named Nodes in the workload cluster (a Node already gone is fine).
+/// Deletes the named Nodes of workload cluster `key` through `api` (a Node
+/// already gone is fine).
 pub async fn delete_nodes(
     ctx: &Context,
-    key: &crate::workload::ClusterKey,
+    api: &Api<Node>,
+    key: &ClusterKey,
     names: &[String],
 ) -> Result<(), Error> {
-    let client = ctx
-        .workload
-        .client(key)
-        .await
-        .map_err(|e| Error::Workload(key.to_string(), e))?;
-    let api: Api<Node> = Api::all(client);
     for name in names {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {
