@@ -1,7 +1,7 @@
 //! The CRDs in `crds/`, installed in a real API server, enforce what upstream's
 //! webhooks enforce wherever a CRD can say it (CEL rules, defaults, subresources).
 
-use capwasm::api::providermodule::{ConfigMapSource, ProviderWorld};
+use capwasm::api::providermodule::{ConfigMapSource, World};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::Api;
@@ -112,7 +112,7 @@ async fn provider_module_needs_exactly_one_source() {
     let env = TestEnv::shared().await.unwrap();
     let api: Api<ProviderModule> = Api::all(env.management().client().unwrap());
     let mut module =
-        ProviderModuleBuilder::file("two-sources", ProviderWorld::Bootstrap, "/x.wasm").build();
+        ProviderModuleBuilder::file("two-sources", World::Bootstrap, "/x.wasm").build();
     module.spec.source.config_map = Some(ConfigMapSource {
         namespace: "default".into(),
         name: "m".into(),
@@ -124,7 +124,7 @@ async fn provider_module_needs_exactly_one_source() {
         "{message}"
     );
 
-    let bad_digest = ProviderModuleBuilder::file("bad-digest", ProviderWorld::Bootstrap, "/x.wasm")
+    let bad_digest = ProviderModuleBuilder::file("bad-digest", World::Bootstrap, "/x.wasm")
         .sha256("abc")
         .build();
     let message = rejection(api.create(&PostParams::default(), &bad_digest).await);

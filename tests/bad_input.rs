@@ -4,7 +4,7 @@
 //! config the provider's schema rejects, a provider module that does not
 //! exist or did not load, and a guest that traps.
 
-use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::providermodule::World;
 use capwasm::api::{
     ContractVersionedObjectReference, MachinePool, ProviderModule, WasmBootstrapConfig,
     WasmMachinePool,
@@ -333,7 +333,7 @@ async fn missing_and_unloadable_provider_modules_are_named_on_the_objects_they_s
     let broken = format!("{ns}-pinned");
     let module = ProviderModuleBuilder::file(
         &broken,
-        ProviderWorld::Bootstrap,
+        World::Bootstrap,
         &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
     )
     .sha256(&"0".repeat(64))
@@ -423,7 +423,7 @@ async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
     let hostile = format!("{ns}-panic");
     let module = ProviderModuleBuilder::file(
         &hostile,
-        ProviderWorld::Bootstrap,
+        World::Bootstrap,
         &guest_path("hostile_panic.wasm").to_string_lossy(),
     )
     .build();
@@ -487,7 +487,7 @@ async fn credentials_outside_the_allowed_namespace_are_not_handed_to_a_provider(
     let name = format!("{ns}-creds");
     let mut module = ProviderModuleBuilder::file(
         &name,
-        ProviderWorld::Bootstrap,
+        World::Bootstrap,
         &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
     )
     .build();

@@ -771,9 +771,10 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
     );
 }
 
-/// Without the permissions, the watches fail: kube-runtime retries them,
-/// and each failure is counted (`capwasm_watch_errors`) and logged, so a
-/// missing rule shows in the metrics rather than only in a log line.
+/// Without the permissions, the caches' watches fail: they are retried,
+/// and each failure is counted by resource (`capwasm_watch_errors`) and
+/// logged, so a missing rule shows in the metrics rather than only in a log
+/// line.
 #[tokio::test]
 async fn an_operator_without_permissions_counts_its_failed_watches() {
     let env = TestEnv::shared().await.unwrap();
@@ -782,13 +783,23 @@ async fn an_operator_without_permissions_counts_its_failed_watches() {
     let workload = env.workload().unwrap().config().clone();
     let stack = Stack::start(config, workload).await.unwrap();
     let metrics = &stack.context.metrics;
-    let controllers = ["machinepool", "cluster", "providermodule", "bootstrap"];
+    let resources = [
+        "machinepools",
+        "clusters",
+        "providermodules",
+        "wasmbootstrapconfigs",
+        "wasmmachinepools",
+        "wasmclusters",
+        "secrets",
+        "configmaps",
+        "customresourcedefinitions",
+    ];
     let deadline = tokio::time::Instant::now() + WAIT;
-    while controllers.iter().any(|c| metrics.watch_errors(c) == 0) {
+    while resources.iter().any(|r| metrics.watch_errors(r) == 0) {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "watch errors by controller after {WAIT:?}: {:?}",
-            controllers.map(|c| (c, metrics.watch_errors(c)))
+            "watch errors by resource after {WAIT:?}: {:?}",
+            resources.map(|r| (r, metrics.watch_errors(r)))
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -1,6 +1,6 @@
 //! Every hostile guest against the real runtime: each fails its own call
 //! with the right typed error, within its limit, while a well-behaved
-//! provider keeps being served on another thread.
+//! provider keeps being served by another task.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -55,7 +55,7 @@ fn limits() -> Limits {
 }
 
 /// A runtime serving `file` as [`HOSTILE`] and kubeadm-bootstrap as [`WELL_BEHAVED`].
-fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metrics) {
+async fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metrics) {
     let metrics = Metrics::default();
     let runtime = Runtime::new(
         RuntimeSettings {
@@ -76,57 +76,60 @@ fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metrics) {
     ] {
         let source = ProviderSource::File(guest_path(file));
         let loaded = runtime
-            .load_blocking(name, source, None, limits(), capabilities)
+            .load(name, source, None, limits(), capabilities)
+            .await
             .unwrap_or_else(|e| panic!("loading {file}: {e:#?} (run `make guests`)"));
         runtime.registry().install(Arc::new(loaded));
     }
     (runtime, metrics)
 }
 
-/// Runs `hostile` while another thread keeps calling the well-behaved
-/// provider: the other thread has been served before `hostile` starts, and
+/// Runs `hostile` while another task keeps calling the well-behaved
+/// provider: the other task has been served before `hostile` starts, and
 /// must be served again after it ended. Every one of its calls must succeed.
 /// Returns `hostile`'s result and the well-behaved calls made.
-fn while_serving_others<R>(runtime: &Runtime, hostile: impl FnOnce() -> R) -> (R, u32) {
+async fn while_serving_others<R>(runtime: &Runtime, hostile: impl Future<Output = R>) -> (R, u32) {
     let served = Arc::new(AtomicU32::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let other = {
         let (runtime, served, done) = (runtime.clone(), served.clone(), done.clone());
-        std::thread::spawn(move || {
+        tokio::spawn(async move {
             let request = requests::generate(KUBEADM_JOIN_CONFIG);
             while !done.load(Ordering::Relaxed) {
                 runtime
                     .generate(WELL_BEHAVED, &request)
+                    .await
                     .expect("the well-behaved provider is served");
                 served.fetch_add(1, Ordering::Relaxed);
             }
         })
     };
-    let served_at_least = |n: u32| {
+    let served_at_least = async |n: u32| {
         let deadline = Instant::now() + Duration::from_secs(30);
         while served.load(Ordering::Relaxed) < n {
-            assert!(!other.is_finished(), "the serving thread died");
+            assert!(!other.is_finished(), "the serving task died");
             assert!(
                 Instant::now() < deadline,
                 "no well-behaved call within 30 s"
             );
-            std::thread::yield_now();
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     };
-    served_at_least(1);
-    let result = hostile();
-    served_at_least(served.load(Ordering::Relaxed) + 1);
+    served_at_least(1).await;
+    let result = hostile.await;
+    served_at_least(served.load(Ordering::Relaxed) + 1).await;
     done.store(true, Ordering::Relaxed);
-    other.join().expect("the serving thread did not panic");
+    other.await.expect("the serving task did not panic");
     (result, served.load(Ordering::Relaxed))
 }
 
-fn generate_hostile(runtime: &Runtime, config: &str) -> (CallError, Duration, u32) {
-    let (result, served) = while_serving_others(runtime, || {
+async fn generate_hostile(runtime: &Runtime, config: &str) -> (CallError, Duration, u32) {
+    let (result, served) = while_serving_others(runtime, async {
         let started = Instant::now();
-        let result = runtime.generate(HOSTILE, &requests::generate(config));
+        let result = runtime.generate(HOSTILE, &requests::generate(config)).await;
         (result, started.elapsed())
-    });
+    })
+    .await;
     let (result, elapsed) = result;
     (result.expect_err("the hostile call fails"), elapsed, served)
 }
@@ -136,10 +139,10 @@ mod infinite_loop {
 
     pub const COVERS: &str = "hostile_infinite_loop.wasm";
 
-    #[test]
-    fn is_interrupted_at_its_deadline_while_others_are_served() {
-        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
-        let (err, elapsed, served) = generate_hostile(&runtime, "{}");
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_interrupted_at_its_deadline_while_others_are_served() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let (err, elapsed, served) = generate_hostile(&runtime, "{}").await;
         assert!(
             matches!(err, CallError::DeadlineExceeded { deadline, .. } if deadline == limits().deadline),
             "{err}"
@@ -163,10 +166,10 @@ mod memory_bomb {
 
     pub const COVERS: &str = "hostile_memory_bomb.wasm";
 
-    #[test]
-    fn hits_its_memory_limit_while_others_are_served() {
-        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
-        let (err, _, served) = generate_hostile(&runtime, "{}");
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hits_its_memory_limit_while_others_are_served() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let (err, _, served) = generate_hostile(&runtime, "{}").await;
         assert!(
             matches!(err, CallError::MemoryLimit { limit_bytes, .. } if limit_bytes == 32 << 20),
             "{err}"
@@ -187,21 +190,23 @@ mod memory_snoop {
     /// Pool slots are reused with their pages kept mapped: each call must
     /// still start from the module's initial memory, whatever the calls
     /// before it (of this provider or another) left there.
-    #[test]
-    fn finds_nothing_earlier_calls_left_in_memory() {
-        let (runtime, _) = runtime_with(COVERS, Capabilities::default());
-        let (reports, served) = while_serving_others(&runtime, || {
-            (0..50)
-                .map(|i| {
-                    let mut request = requests::generate("{}");
-                    request.owner_name = format!("secret-of-call-{i}");
-                    let data = runtime
-                        .generate(HOSTILE, &request)
-                        .expect("the snooping guest returns its report");
-                    String::from_utf8(data.value).expect("a UTF-8 report")
-                })
-                .collect::<Vec<_>>()
-        });
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn finds_nothing_earlier_calls_left_in_memory() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default()).await;
+        let (reports, served) = while_serving_others(&runtime, async {
+            let mut reports = Vec::new();
+            for i in 0..50 {
+                let mut request = requests::generate("{}");
+                request.owner_name = format!("secret-of-call-{i}");
+                let data = runtime
+                    .generate(HOSTILE, &request)
+                    .await
+                    .expect("the snooping guest returns its report");
+                reports.push(String::from_utf8(data.value).expect("a UTF-8 report"));
+            }
+            reports
+        })
+        .await;
         for (i, report) in reports.iter().enumerate() {
             assert!(
                 report.contains("# scratch: leftover=0 ")
@@ -218,14 +223,14 @@ mod deep_recursion {
 
     pub const COVERS: &str = "hostile_deep_recursion.wasm";
 
-    #[test]
-    fn traps_without_taking_the_host_down() {
-        let (runtime, _) = runtime_with(COVERS, Capabilities::default());
-        let (err, _, served) = generate_hostile(&runtime, "{}");
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn traps_without_taking_the_host_down() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default()).await;
+        let (err, _, served) = generate_hostile(&runtime, "{}").await;
         assert!(matches!(err, CallError::Trapped { .. }), "{err}");
         assert!(served >= 2, "served before and after: {served}");
         // The runtime still serves the same provider's next call (and fails it the same way).
-        let again = runtime.generate(HOSTILE, &requests::generate("{}"));
+        let again = runtime.generate(HOSTILE, &requests::generate("{}")).await;
         assert!(matches!(again, Err(CallError::Trapped { .. })));
     }
 }
@@ -235,10 +240,10 @@ mod panic {
 
     pub const COVERS: &str = "hostile_panic.wasm";
 
-    #[test]
-    fn traps_and_reports_its_panic_message() {
-        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default());
-        let (err, _, served) = generate_hostile(&runtime, "{}");
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn traps_and_reports_its_panic_message() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let (err, _, served) = generate_hostile(&runtime, "{}").await;
         let CallError::Trapped {
             ref last_words,
             export,
@@ -262,18 +267,20 @@ mod oversized_output {
 
     pub const COVERS: &str = "hostile_oversized_output.wasm";
 
-    #[test]
-    fn is_refused_above_the_output_cap() {
-        let (runtime, _) = runtime_with(COVERS, Capabilities::default());
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_refused_above_the_output_cap() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default()).await;
         // Over the 1 MiB output cap, well under the 32 MiB memory cap.
-        let (err, _, served) = generate_hostile(&runtime, r#"{"sizeBytes": 4194304}"#);
+        let (err, _, served) = generate_hostile(&runtime, r#"{"sizeBytes": 4194304}"#).await;
         assert!(
             matches!(err, CallError::OutputTooLarge { size, limit_bytes, .. } if size >= 4 << 20 && limit_bytes == 1 << 20),
             "{err}"
         );
         assert!(served >= 2, "served before and after: {served}");
         // Under the cap the same guest is served.
-        let small = runtime.generate(HOSTILE, &requests::generate(r#"{"sizeBytes": 1024}"#));
+        let small = runtime
+            .generate(HOSTILE, &requests::generate(r#"{"sizeBytes": 1024}"#))
+            .await;
         assert_eq!(small.map(|d| d.value.len()).ok(), Some(1024));
     }
 }
@@ -283,17 +290,19 @@ mod forbidden_http {
 
     pub const COVERS: &str = "hostile_forbidden_http.wasm";
 
-    #[test]
-    fn sees_a_denied_request_as_an_error_not_a_trap() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sees_a_denied_request_as_an_error_not_a_trap() {
         // It may reach 127.0.0.2 only; it asks for 127.0.0.1.
         let caps = Capabilities {
             allowed_hosts: vec!["127.0.0.2".into()],
         };
-        let (runtime, _) = runtime_with(COVERS, caps);
+        let (runtime, _) = runtime_with(COVERS, caps).await;
         let config = r#"{"url": "http://127.0.0.1:1/"}"#;
-        let (result, served) = while_serving_others(&runtime, || {
-            runtime.reconcile_pool(HOSTILE, &requests::reconcile_pool(config, 1))
-        });
+        let (result, served) = while_serving_others(
+            &runtime,
+            runtime.reconcile_pool(HOSTILE, &requests::reconcile_pool(config, 1)),
+        )
+        .await;
         let err = result.expect_err("the guest reports what it saw");
         let CallError::Provider {
             error: ProviderError::Terminal(ref terminal),

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use capwasm::api::ProviderModule;
-use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::providermodule::World;
 use capwasm::testing::objects::ProviderModuleBuilder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -103,7 +103,7 @@ async fn run_serves_health_and_metrics_holds_the_lease_and_releases_it_on_sigter
     let modules: Api<ProviderModule> = Api::all(client.clone());
     let module = ProviderModuleBuilder::file(
         &format!("{ns}-missing"),
-        ProviderWorld::Bootstrap,
+        World::Bootstrap,
         "/nonexistent.wasm",
     )
     .build();

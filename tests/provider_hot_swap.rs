@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::providermodule::World;
 use capwasm::api::{ProviderModule, WasmMachinePool};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::ProviderModuleBuilder;
@@ -235,7 +235,7 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
         .await
         .unwrap();
     let name = format!("{ns}-sim");
-    let module = ProviderModuleBuilder::file(&name, ProviderWorld::Infrastructure, "/unused")
+    let module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")
         .config_map(&ns, "sim", "component.wasm")
         .build();
     let modules: Api<ProviderModule> = Api::all(client.clone());

@@ -84,7 +84,9 @@ async fn kubeadm_bootstrap_generates_a_join_cloud_config() -> Result<()> {
     );
     assert_eq!(loaded.digest, format!("sha256:{}", sha256(&bytes(KUBEADM))));
 
-    let data = runtime.generate("kubeadm", &requests::generate(KUBEADM_JOIN_CONFIG))?;
+    let data = runtime
+        .generate("kubeadm", &requests::generate(KUBEADM_JOIN_CONFIG))
+        .await?;
     assert_eq!(data.format, BootstrapFormat::CloudConfig);
     let text = String::from_utf8(data.value)?;
     assert!(text.starts_with("#cloud-config"), "{text}");
@@ -102,6 +104,7 @@ async fn invalid_config_is_reported_with_the_field_path() -> Result<()> {
     let config = KUBEADM_JOIN_CONFIG.replace("abcdef.0123456789abcdef", "not-a-token");
     let err = runtime
         .generate("kubeadm", &requests::generate(&config))
+        .await
         .expect_err("invalid token");
     let CallError::Provider {
         error: ProviderError::InvalidConfig(ref invalid),
@@ -121,6 +124,7 @@ async fn a_missing_endpoint_asks_to_retry_later() -> Result<()> {
     request.cluster.control_plane_endpoint = None;
     let err = runtime
         .generate("kubeadm", &request)
+        .await
         .expect_err("no endpoint yet");
     assert!(
         matches!(err, CallError::Provider { error: ProviderError::RetryAfter(ref r), .. } if r.seconds > 0),
@@ -221,12 +225,14 @@ async fn bad_input_is_a_typed_error() -> Result<()> {
         ProviderSource::File(guest_path(KUBEADM)),
     )
     .await?;
-    let wrong_world = runtime.reconcile_pool("kubeadm", &requests::reconcile_pool("{}", 1));
+    let wrong_world = runtime
+        .reconcile_pool("kubeadm", &requests::reconcile_pool("{}", 1))
+        .await;
     assert!(
         matches!(wrong_world, Err(CallError::WrongWorld { .. })),
         "{wrong_world:?}"
     );
-    let unknown = runtime.generate("nobody", &requests::generate("{}"));
+    let unknown = runtime.generate("nobody", &requests::generate("{}")).await;
     assert!(
         matches!(unknown, Err(CallError::NotLoaded(_))),
         "{unknown:?}"
@@ -293,7 +299,9 @@ async fn a_restart_loads_from_the_precompiled_cache() -> Result<()> {
         "the second runtime found the compiled component"
     );
     assert_eq!(first.digest, second.digest);
-    restarted.generate("kubeadm", &requests::generate(KUBEADM_JOIN_CONFIG))?;
+    restarted
+        .generate("kubeadm", &requests::generate(KUBEADM_JOIN_CONFIG))
+        .await?;
     Ok(())
 }
 
@@ -314,7 +322,7 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
             tokio::spawn(async move {
                 let mut seen = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let info = runtime.blocking(|rt| rt.info("sim")).await?;
+                    let info = runtime.info("sim").await?;
                     if seen.last() != Some(&info.version) {
                         seen.push(info.version);
                     }
@@ -352,7 +360,7 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
         (v2.info.name.as_str(), v2.info.version.as_str()),
         ("sim-infrastructure", "0.2.0")
     );
-    assert_eq!(runtime.info("sim")?.version, "0.2.0");
+    assert_eq!(runtime.info("sim").await?.version, "0.2.0");
     fifty_more_calls().await?;
 
     // A broken module is refused; the working version stays in service.
@@ -371,7 +379,7 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
         Some(v2.digest.clone())
     );
     fifty_more_calls().await?;
-    assert_eq!(runtime.info("sim")?.version, "0.2.0");
+    assert_eq!(runtime.info("sim").await?.version, "0.2.0");
 
     stop.store(true, Ordering::Relaxed);
     for caller in callers {
@@ -401,18 +409,16 @@ async fn a_provider_linking_the_standard_library_is_served_an_empty_environment(
     .await?;
     assert_eq!(loaded.world, World::Bootstrap);
 
-    let data = runtime
-        .blocking(|runtime| runtime.generate("std", &requests::generate("{}")))
-        .await?;
+    let data = runtime.generate("std", &requests::generate("{}")).await?;
     let text = String::from_utf8(data.value)?;
     assert!(
         text.contains("owner=pool-a env=0 args=0"),
         "no variables or arguments reach the guest: {text}"
     );
 
-    // The panic is written to stderr, blocking I/O: off the async thread.
+    // The panic is written to stderr, which the host keeps.
     let err = runtime
-        .blocking(|runtime| runtime.generate("std", &requests::generate(r#"{"panic": true}"#)))
+        .generate("std", &requests::generate(r#"{"panic": true}"#))
         .await
         .expect_err("the guest panics");
     let CallError::Trapped { ref last_words, .. } = err else {

@@ -2,8 +2,7 @@
 //! the simulated cloud: scaling, idempotency across lost records, deletion,
 //! credentials, and how an unusable or unreachable cloud is reported.
 //!
-//! Guest calls block on HTTP, so they go through `Runtime::blocking` while
-//! the cloud is served by this test's runtime.
+//! The cloud is served by this test's runtime while guest calls wait on it.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -67,17 +66,11 @@ fn config(endpoint: &str) -> String {
 }
 
 async fn reconcile(runtime: &Runtime, request: &ReconcileRequest) -> Result<PoolState, CallError> {
-    let request = request.clone();
-    runtime
-        .blocking(move |rt| rt.reconcile_pool(PROVIDER, &request))
-        .await
+    runtime.reconcile_pool(PROVIDER, request).await
 }
 
 async fn delete(runtime: &Runtime, request: &DeleteRequest) -> Result<DeleteOutcome, CallError> {
-    let request = request.clone();
-    runtime
-        .blocking(move |rt| rt.delete_pool(PROVIDER, &request))
-        .await
+    runtime.delete_pool(PROVIDER, request).await
 }
 
 /// Waits until `done` holds for the instances of [`POOL`].
@@ -191,10 +184,7 @@ async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> R
     const LABEL: &str = "sim.capwasm.dev/provider-version";
     let running = cloud(instant()).await;
     let runtime = runtime().await;
-    assert_eq!(
-        runtime.blocking(|rt| rt.info(PROVIDER)).await?.version,
-        "0.1.0"
-    );
+    assert_eq!(runtime.info(PROVIDER).await?.version, "0.1.0");
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 1);
     let before = reconcile(&runtime, &request).await?;
 
@@ -214,10 +204,7 @@ async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> R
         Some("0.1.0")
     );
     assert_eq!(v2.info.version, "0.2.0");
-    assert_eq!(
-        runtime.blocking(|rt| rt.info(PROVIDER)).await?.version,
-        "0.2.0"
-    );
+    assert_eq!(runtime.info(PROVIDER).await?.version, "0.2.0");
 
     request.instances = before.instances.clone();
     request.replicas = 2;
@@ -483,9 +470,7 @@ async fn reconcile_cluster_reports_endpoint_and_failure_domains_from_config() ->
     .to_string();
     let request = requests::cluster_request(&config);
 
-    let state = runtime
-        .blocking(move |rt| rt.reconcile_cluster(PROVIDER, &request))
-        .await?;
+    let state = runtime.reconcile_cluster(PROVIDER, &request).await?;
 
     assert!(state.ready);
     let endpoint = state.control_plane_endpoint.expect("an endpoint");
@@ -507,15 +492,9 @@ async fn provider_ids_are_derived_from_config_and_owned_by_scheme() -> Result<()
     let state = reconcile(&runtime, &requests::reconcile_pool(&config, 1)).await?;
     let instance = state.instances[0].clone();
 
-    let (derived, owned, foreign) = runtime
-        .blocking(move |rt| {
-            Ok((
-                rt.provider_id(PROVIDER, &config, &instance)?,
-                rt.owns(PROVIDER, &instance.provider_id)?,
-                rt.owns(PROVIDER, "aws:///us-east-1a/i-0123")?,
-            ))
-        })
-        .await?;
+    let derived = runtime.provider_id(PROVIDER, &config, &instance).await?;
+    let owned = runtime.owns(PROVIDER, &instance.provider_id).await?;
+    let foreign = runtime.owns(PROVIDER, "aws:///us-east-1a/i-0123").await?;
 
     assert_eq!(derived, state.instances[0].provider_id);
     assert!(owned);

@@ -37,7 +37,10 @@ async fn setup(prefix: &str) -> Result<Setup> {
     let env = TestEnv::shared().await?;
     let namespace = env.management().create_namespace(prefix).await?;
     let cluster = ClusterKey::new(namespace.clone(), format!("{prefix}-cluster"));
-    let (workload, events) = WorkloadClusters::new(env.management().client()?, Settings::default());
+    // No cache of Secrets: every look at a kubeconfig Secret reads it.
+    let (secrets, _) = kube::runtime::reflector::store();
+    let (workload, events) =
+        WorkloadClusters::new(env.management().client()?, secrets, Settings::default());
     Ok(Setup {
         env,
         namespace,

@@ -22,6 +22,14 @@ const LOADS: usize = 5;
 const MEMORY_PROVIDERS: usize = 20;
 
 fn main() -> anyhow::Result<()> {
+    // Calls are futures polled where they are awaited: here, on this thread.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(figures())
+}
+
+async fn figures() -> anyhow::Result<()> {
     let source = ProviderSource::Bytes(std::fs::read(guest_path("kubeadm_bootstrap.wasm"))?);
     let cache_dir = tempfile::tempdir()?;
     let cache = PrecompiledCache::new(cache_dir.path());
@@ -29,51 +37,65 @@ fn main() -> anyhow::Result<()> {
         cache,
         ..RuntimeSettings::default()
     };
-    let load = |runtime: &Runtime, name: &str| {
-        runtime.load_blocking(
-            name,
-            source.clone(),
-            None,
-            Limits::default(),
-            Capabilities::default(),
-        )
+    let load = async |runtime: &Runtime, name: &str| {
+        runtime
+            .load(
+                name,
+                source.clone(),
+                None,
+                Limits::default(),
+                Capabilities::default(),
+            )
+            .await
     };
 
     // Compile: median of a few cold loads (no cache).
     let cold = Runtime::new(settings(None), None)?;
-    let mut compile: Vec<Duration> = (0..LOADS)
-        .map(|_| load(&cold, "k").map(|p| p.compile_time))
-        .collect::<Result<_, _>>()?;
+    let mut compile = Vec::with_capacity(LOADS);
+    for _ in 0..LOADS {
+        compile.push(load(&cold, "k").await?.compile_time);
+    }
     compile.sort();
 
     // Precompiled: fill the cache once, then whole loads from it.
     let runtime = Runtime::new(settings(Some(cache)), None)?;
-    load(&runtime, "fill")?;
-    let mut precompiled: Vec<Duration> = (0..LOADS)
-        .map(|_| {
-            let p = load(&runtime, "k")?;
-            assert!(p.from_cache);
-            Ok(p.load_time)
-        })
-        .collect::<Result<_, capwasm::wasm::Error>>()?;
+    load(&runtime, "fill").await?;
+    let mut precompiled = Vec::with_capacity(LOADS);
+    for _ in 0..LOADS {
+        let p = load(&runtime, "k").await?;
+        assert!(p.from_cache);
+        precompiled.push(p.load_time);
+    }
     precompiled.sort();
 
     // Calls.
     runtime
         .registry()
-        .install(Arc::new(load(&runtime, "kubeadm")?));
+        .install(Arc::new(load(&runtime, "kubeadm").await?));
     let request = requests::generate(KUBEADM_JOIN_CONFIG);
     for _ in 0..WARMUP {
-        runtime.generate("kubeadm", &request)?;
+        runtime.generate("kubeadm", &request).await?;
     }
-    let calls = timed(|| runtime.generate("kubeadm", &request).map(drop))?;
-    let noop = timed(|| runtime.info("kubeadm").map(drop))?;
+    let mut calls = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        runtime.generate("kubeadm", &request).await?;
+        calls.push(started.elapsed());
+    }
+    calls.sort();
+    let mut noop = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        runtime.info("kubeadm").await?;
+        noop.push(started.elapsed());
+    }
+    noop.sort();
 
     // Idle memory: resident growth over many loaded providers, per provider.
     let before = resident_kib()?;
     let mut held = Vec::with_capacity(MEMORY_PROVIDERS);
     for i in 0..MEMORY_PROVIDERS {
-        held.push(load(&runtime, &format!("idle-{i}"))?);
+        held.push(load(&runtime, &format!("idle-{i}")).await?);
     }
     let per_provider = resident_kib()?.saturating_sub(before) / MEMORY_PROVIDERS as u64;
     drop(held);
@@ -96,20 +118,6 @@ fn main() -> anyhow::Result<()> {
     );
     println!("guest-idle-memory: {per_provider}");
     Ok(())
-}
-
-/// Durations of [`CALLS`] runs of `call`, sorted.
-fn timed(
-    mut call: impl FnMut() -> Result<(), capwasm::wasm::CallError>,
-) -> anyhow::Result<Vec<Duration>> {
-    let mut durations = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        call()?;
-        durations.push(started.elapsed());
-    }
-    durations.sort();
-    Ok(durations)
 }
 
 fn percentile(sorted: &[Duration], p: usize) -> Duration {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use crate::controllers::{self, Context, Controllers, Triggers};
+use crate::controllers::{self, Caches, Context, Controllers, Parts, Triggers};
 use crate::wasm::{self, Runtime, RuntimeSettings};
 use crate::workload::{self, NodeEvent, WorkloadClusters};
 
@@ -34,6 +34,17 @@ impl Default for Config {
     }
 }
 
+/// Why the operator could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No client could be built from the kubeconfig.
+    #[error("cannot build a Kubernetes client")]
+    Client(#[source] kube::Error),
+    /// The provider runtime could not start.
+    #[error("cannot start the provider runtime")]
+    Runtime(#[from] wasm::Error),
+}
+
 /// A built operator, ready to run.
 pub struct Operator {
     context: Arc<Context>,
@@ -45,14 +56,36 @@ pub struct Operator {
 
 impl Operator {
     /// Builds the runtime, the workload-cluster access and the controllers'
-    /// context on `client`, with every metric in one registry.
-    pub fn new(client: kube::Client, config: Config) -> Result<Self, wasm::Error> {
+    /// context on a client of `kube` (counting its requests), with every
+    /// metric in one registry.
+    pub fn new(kube: kube::Config, config: Config) -> Result<Self, Error> {
         let mut registry = Registry::default();
         let guest_metrics = wasm::Metrics::register(&mut registry);
         let metrics = controllers::Metrics::register(&mut registry);
+        let requests = metrics.requests.clone();
+        let client = kube::client::ClientBuilder::try_from(kube)
+            .map_err(Error::Client)?
+            .with_layer(&tower::util::MapRequestLayer::new(
+                move |request: http::Request<kube::client::Body>| {
+                    requests.count(&request);
+                    request
+                },
+            ))
+            .build();
         let runtime = Runtime::new(config.runtime, Some(guest_metrics))?;
-        let (workload, node_events) = WorkloadClusters::new(client.clone(), config.workload);
-        let (context, triggers) = Context::new(client, runtime, workload, metrics, config.settings);
+        let caches = Arc::new(Caches::new(&client));
+        let (workload, node_events) = WorkloadClusters::new(
+            client.clone(),
+            caches.secrets.store().clone(),
+            config.workload,
+        );
+        let parts = Parts {
+            client,
+            runtime,
+            workload,
+            caches,
+        };
+        let (context, triggers) = Context::new(parts, metrics, config.settings);
         Ok(Self {
             context,
             triggers,

@@ -254,8 +254,11 @@ async fn log_lines_carry_no_colour_escapes_off_a_terminal() {
     assert_exit(&output, 0);
     let log = stderr(&output);
     assert!(
-        log.contains("INFO capwasm::guest: rendered kubeadm cloud-config"),
-        "the guest's log line, at the default level: {log:?}"
+        log.contains("INFO guest_call{provider=\"kubeadm_bootstrap\"")
+            && log.contains(
+                "export=\"bootstrap.generate\"}: capwasm::guest: rendered kubeadm cloud-config"
+            ),
+        "the guest's log line, at the default level, in the span of its call: {log:?}"
     );
     assert!(!log.contains('\u{1b}'), "no escapes: {log:?}");
 }

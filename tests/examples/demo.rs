@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::providermodule::World;
 use capwasm::api::{Cluster, MachinePool, ProviderModule};
 use capwasm::controllers::{Controllers, Settings};
 use capwasm::operator::{Config, Operator};
@@ -91,7 +91,7 @@ async fn run() -> anyhow::Result<Vec<(String, Duration)>> {
         })
         .await?;
     let operator = Operator::new(
-        client.clone(),
+        env.management().config().clone(),
         Config {
             controllers: Controllers::All,
             settings: Settings::default(),
@@ -176,15 +176,12 @@ impl Steps {
 async fn create_modules(client: &Client) -> anyhow::Result<()> {
     let modules: Api<ProviderModule> = Api::all(client.clone());
     let path = |file: &str| guest_path(file).to_string_lossy().into_owned();
-    let bootstrap = ProviderModuleBuilder::file(
-        "kubeadm",
-        ProviderWorld::Bootstrap,
-        &path("kubeadm_bootstrap.wasm"),
-    )
-    .build();
+    let bootstrap =
+        ProviderModuleBuilder::file("kubeadm", World::Bootstrap, &path("kubeadm_bootstrap.wasm"))
+            .build();
     let infrastructure = ProviderModuleBuilder::file(
         "sim",
-        ProviderWorld::Infrastructure,
+        World::Infrastructure,
         &path("sim_infrastructure.wasm"),
     )
     .allowed_hosts(&["127.0.0.1"])

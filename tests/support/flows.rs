@@ -6,7 +6,7 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use capwasm::api::providermodule::ProviderWorld;
+use capwasm::api::providermodule::World;
 use capwasm::api::{
     Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
 };
@@ -91,13 +91,13 @@ impl Stack {
         let api: Api<ProviderModule> = Api::all(client.clone());
         let bootstrap = ProviderModuleBuilder::file(
             &modules.bootstrap,
-            ProviderWorld::Bootstrap,
+            World::Bootstrap,
             &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
         )
         .build();
         let infrastructure = ProviderModuleBuilder::file(
             &modules.infrastructure,
-            ProviderWorld::Infrastructure,
+            World::Infrastructure,
             &guest_path("sim_infrastructure.wasm").to_string_lossy(),
         )
         .allowed_hosts(&["127.0.0.1"])

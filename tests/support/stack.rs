@@ -21,6 +21,8 @@ use crate::{Error, Result, TestEnv};
 pub struct Stack {
     /// The running operator's context: its runtime, metrics and clients.
     pub context: Arc<Context>,
+    /// Every metric the operator exports on `/metrics`.
+    pub registry: Arc<prometheus_client::registry::Registry>,
     /// The simulated cloud.
     pub cloud: SimCloud,
     /// Its API's base URL (`http://127.0.0.1:<port>`).
@@ -117,7 +119,6 @@ async fn build(
     workload: kube::Config,
     stop: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(Operator, Stack, simcloud::RunningSimCloud), String> {
-    let client = Client::try_from(management).map_err(|e| e.to_string())?;
     let nodes = Client::try_from(workload).map_err(|e| e.to_string())?;
     let cloud = SimCloud::new(simcloud::Settings {
         boot_delay: Duration::from_millis(300),
@@ -139,9 +140,11 @@ async fn build(
         runtime: RuntimeSettings::default(),
         ..Config::default()
     };
-    let operator = Operator::new(client, config).map_err(|e| capwasm::report::error_chain(&e))?;
+    let operator =
+        Operator::new(management, config).map_err(|e| capwasm::report::error_chain(&e))?;
     let stack = Stack {
         context: operator.context().clone(),
+        registry: operator.registry(),
         cloud: cloud.cloud().clone(),
         cloud_endpoint: cloud.endpoint(),
         _stop: stop,

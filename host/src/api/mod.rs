@@ -11,6 +11,7 @@ pub mod machinepool;
 pub mod provider;
 pub mod providermodule;
 mod refs;
+pub mod status;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use conditions::{ConditionStatus, ConditionType, Reason};
@@ -19,6 +20,7 @@ pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
 pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 pub use providermodule::ProviderModule;
 pub use refs::{ApiEndpoint, ContractVersionedObjectReference};
+pub use status::{HasStatus, ObjectStatus};
 
 /// The Cluster API group of `Cluster` and `MachinePool`.
 pub const CLUSTER_API_GROUP: &str = "cluster.x-k8s.io";

@@ -8,6 +8,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::wasm::World;
+
 /// Field manager of the ProviderModule controller.
 pub const FIELD_MANAGER: &str = "capwasm-providermodule";
 
@@ -59,7 +61,7 @@ pub const FIELD_MANAGER: &str = "capwasm-providermodule";
 #[serde(rename_all = "camelCase")]
 pub struct ProviderModuleSpec {
     /// The WIT world the component implements: `bootstrap` or `infrastructure`.
-    pub world: ProviderWorld,
+    pub world: World,
 
     /// Where the component's bytes come from.
     pub source: ModuleSource,
@@ -77,17 +79,6 @@ pub struct ProviderModuleSpec {
     /// Authority beyond computing on its inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<ModuleCapabilities>,
-}
-
-/// The provider worlds of the WIT package `capwasm:provider`.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub enum ProviderWorld {
-    /// `bootstrap-provider`: serves WasmBootstrapConfigs.
-    #[default]
-    Bootstrap,
-    /// `infrastructure-provider`: serves WasmMachinePools and WasmClusters.
-    Infrastructure,
 }
 
 /// Where a component comes from: exactly one of the fields.

@@ -79,7 +79,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &Args) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let kube = kube_config(args.kubeconfig.as_deref()).await?;
+    let client = Client::try_from(kube.clone()).context("cannot build a Kubernetes client")?;
     check_api_server(&client).await?;
     let namespace = operator_namespace(args.leader_election_namespace.as_deref());
     let config = Config {
@@ -103,8 +104,8 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
-    let election_client = client.clone();
-    let operator = Operator::new(client, config).context("cannot start the provider runtime")?;
+    let election_client = client;
+    let operator = Operator::new(kube, config).context("cannot start the operator")?;
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
         .await
         .with_context(|| {
@@ -174,19 +175,24 @@ fn identity(args: &Args) -> String {
 }
 
 pub(super) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    let config = kube_config(kubeconfig).await?;
+    Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+/// The client configuration: from `kubeconfig`, or inferred.
+async fn kube_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
                 .await
-                .with_context(|| format!("cannot use the kubeconfig {}", path.display()))?
+                .with_context(|| format!("cannot use the kubeconfig {}", path.display()))
         }
         None => kube::Config::infer()
             .await
-            .context("no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, or run in a cluster")?,
-    };
-    Client::try_from(config).context("cannot build a Kubernetes client")
+            .context("no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, or run in a cluster"),
+    }
 }
 
 /// Fails early, saying what to do, if the API server does not answer or

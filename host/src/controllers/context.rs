@@ -17,11 +17,12 @@ use crate::wasm::{Limits, Runtime};
 use crate::workload::WorkloadClusters;
 
 use super::backoff::Backoff;
+use super::cache::Caches;
 use super::config::ConfigSchemas;
-use super::dynamic_watch::DynamicWatches;
 use super::error::{Error, Retry};
 use super::external::ExternalObjects;
 use super::metrics::Metrics;
+use super::secret_data::SecretData;
 
 /// Settings fixed for the operator's life.
 #[derive(Clone, Debug)]
@@ -60,6 +61,18 @@ impl Default for Settings {
     }
 }
 
+/// What the context is built around.
+pub struct Parts {
+    /// The management cluster.
+    pub client: Client,
+    /// The provider runtime.
+    pub runtime: Runtime,
+    /// Workload-cluster access.
+    pub workload: WorkloadClusters,
+    /// The caches of the kinds the controllers read.
+    pub caches: Arc<Caches>,
+}
+
 /// Shared by every reconcile.
 pub struct Context {
     /// The management cluster.
@@ -70,14 +83,14 @@ pub struct Context {
     pub metrics: Metrics,
     /// Settings.
     pub settings: Settings,
-    /// Referenced objects of run-time kinds.
+    /// What the controllers read: one watch per kind, shared.
+    pub caches: Arc<Caches>,
+    /// Referenced objects of run-time kinds, and caches of their kinds.
     pub external: ExternalObjects,
     /// Compiled provider config schemas.
     pub schemas: ConfigSchemas,
-    /// Watches on the kinds MachinePools reference.
-    pub pool_watches: DynamicWatches<MachinePool>,
-    /// Watches on the kinds Clusters reference.
-    pub cluster_watches: DynamicWatches<Cluster>,
+    /// The data of labelled Secrets handed to providers, read once per change.
+    pub secret_data: SecretData,
     /// Clients and Node caches of workload clusters.
     pub workload: WorkloadClusters,
     recorder: Recorder,
@@ -86,45 +99,41 @@ pub struct Context {
 
 /// Streams of objects to reconcile that the `Context`'s parts produce.
 pub struct Triggers {
-    /// MachinePools owning a changed bootstrap or infrastructure object.
+    /// MachinePools owning or referencing a changed bootstrap or infrastructure object.
     pub pools: Box<dyn Stream<Item = ObjectRef<MachinePool>> + Send + Unpin>,
-    /// Clusters owning a changed infrastructure object.
+    /// Clusters owning or referencing a changed infrastructure or control-plane object.
     pub clusters: Box<dyn Stream<Item = ObjectRef<Cluster>> + Send + Unpin>,
 }
 
 impl Context {
-    /// Builds the context; the triggers go to the controllers.
-    pub fn new(
-        client: Client,
-        runtime: Runtime,
-        workload: WorkloadClusters,
-        metrics: Metrics,
-        settings: Settings,
-    ) -> (Arc<Self>, Triggers) {
-        let (pool_watches, pools) = DynamicWatches::new(client.clone());
-        let (cluster_watches, clusters) = DynamicWatches::new(client.clone());
+    /// Builds the context around `parts`; the triggers go to the controllers.
+    pub fn new(parts: Parts, metrics: Metrics, settings: Settings) -> (Arc<Self>, Triggers) {
+        let Parts {
+            client,
+            runtime,
+            workload,
+            caches,
+        } = parts;
+        let (external, pools, clusters) =
+            ExternalObjects::new(client.clone(), &caches, metrics.clone());
         let reporter = Reporter {
             controller: "capwasm".into(),
             instance: settings.instance.clone(),
         };
         let context = Self {
             recorder: Recorder::new(client.clone(), reporter),
-            external: ExternalObjects::new(client.clone()),
+            external,
             schemas: ConfigSchemas::default(),
+            secret_data: SecretData::new(client.clone()),
             backoff: Backoff::new(settings.backoff_first, settings.backoff_max),
             client,
             runtime,
             metrics,
             settings,
-            pool_watches,
-            cluster_watches,
+            caches,
             workload,
         };
-        let triggers = Triggers {
-            pools: Box::new(Box::pin(pools)),
-            clusters: Box::new(Box::pin(clusters)),
-        };
-        (Arc::new(context), triggers)
+        (Arc::new(context), Triggers { pools, clusters })
     }
 
     /// Publishes an Event about `object`: a Warning for reasons a person may

@@ -64,9 +64,6 @@ pub enum Error {
     /// The infrastructure object went away after it had been provisioned.
     #[error("{0} was deleted after it had been provisioned")]
     InfrastructureDeleted(String),
-    /// Adding or removing a finalizer, or the step it guards, failed.
-    #[error("finalizer step failed")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
     /// The workload cluster cannot be used.
     #[error("workload cluster {0} cannot be used")]
     Workload(String, #[source] crate::workload::Error),
@@ -75,7 +72,7 @@ pub enum Error {
     Guest(#[source] CallError),
     /// No kubeconfig could be generated from the Cluster's CA Secret.
     #[error("cannot generate the kubeconfig")]
-    Kubeconfig(#[source] crate::controllers::cluster::KubeconfigError),
+    Kubeconfig(#[source] crate::workload::generated::GenerateError),
 }
 
 impl Error {
@@ -90,11 +87,6 @@ impl Error {
             Self::Kubeconfig(_) => Reason::KubeconfigInvalid,
             Self::Guest(e) => guest_reason(e),
             Self::Workload(_, e) => e.reason(),
-            Self::Finalizer(e) => match &**e {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.reason(),
-                _ => Reason::ApiError,
-            },
         }
     }
 
@@ -110,11 +102,6 @@ impl Error {
             Self::Kubeconfig(_) => "kubeconfig",
             Self::Guest(e) => e.outcome(),
             Self::Workload(_, e) => e.metric_label(),
-            Self::Finalizer(e) => match &**e {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.metric_label(),
-                _ => "finalizer",
-            },
         }
     }
 
@@ -130,11 +117,6 @@ impl Error {
             },
             // The ProviderModule watch brings the object back when a version is loaded.
             Self::Guest(CallError::NotLoaded(_) | CallError::WrongWorld { .. }) => Retry::OnChange,
-            Self::Finalizer(e) => match &**e {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.retry(),
-                _ => Retry::Backoff,
-            },
             _ => Retry::Backoff,
         }
     }

@@ -1,5 +1,6 @@
 //! Reconcile figures for Prometheus: runs, durations, failures and API
-//! writes, by controller. Labels come from closed sets.
+//! writes, by controller, and every request to the API server. Labels come
+//! from closed sets.
 
 use std::time::Instant;
 
@@ -9,9 +10,17 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::requests::ApiRequests;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
     controller: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    /// A resource's plural: bounded by the kinds the operator watches.
+    resource: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -33,7 +42,9 @@ pub struct Metrics {
     failures: Family<FailureLabels, Counter>,
     writes: Family<WriteLabels, Counter>,
     duration: Family<ControllerLabels, Histogram>,
-    watch_errors: Family<ControllerLabels, Counter>,
+    watch_errors: Family<ResourceLabels, Counter>,
+    /// Every request to the management API server.
+    pub requests: ApiRequests,
 }
 
 impl Default for Metrics {
@@ -43,6 +54,7 @@ impl Default for Metrics {
             failures: Family::default(),
             writes: Family::default(),
             watch_errors: Family::default(),
+            requests: ApiRequests::default(),
             // 1 ms to ~30 s.
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1e-3, 3.0, 10))
@@ -53,7 +65,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Creates the families and registers them under `capwasm_reconcile_*`,
-    /// `capwasm_watch_errors` and `capwasm_api_writes`.
+    /// `capwasm_watch_errors`, `capwasm_api_requests` and `capwasm_api_writes`.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
         registry.register(
@@ -73,9 +85,10 @@ impl Metrics {
         );
         registry.register(
             "capwasm_watch_errors",
-            "Failed lists and watches of a controller's kinds (a missing permission, say), by controller",
+            "Failed lists and watches of a cached kind (a missing permission, say), by resource",
             metrics.watch_errors.clone(),
         );
+        metrics.requests.register(registry);
         registry.register(
             "capwasm_api_writes",
             "Writes to the management API server, by controller and what was written",
@@ -105,17 +118,21 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a failed list or watch.
-    pub fn watch_error(&self, controller: &'static str) {
+    /// Counts a failed list or watch of `resource`.
+    pub fn watch_error(&self, resource: &str) {
         self.watch_errors
-            .get_or_create(&ControllerLabels { controller })
+            .get_or_create(&ResourceLabels {
+                resource: resource.to_owned(),
+            })
             .inc();
     }
 
-    /// Failed lists and watches of `controller` so far.
-    pub fn watch_errors(&self, controller: &'static str) -> u64 {
+    /// Failed lists and watches of `resource` so far.
+    pub fn watch_errors(&self, resource: &str) -> u64 {
         self.watch_errors
-            .get(&ControllerLabels { controller })
+            .get(&ResourceLabels {
+                resource: resource.to_owned(),
+            })
             .map_or(0, |c| c.get())
     }
 

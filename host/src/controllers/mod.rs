@@ -1,15 +1,19 @@
 //! The controllers: Cluster API's Cluster and MachinePool flows, the Wasm
 //! provider kinds, and ProviderModule. Every provider-specific step is a
-//! call into a component; everything else is here.
+//! call into a component; everything else is here. Each controller is a
+//! kind reconciled by one frame ([`reconciler`]) from shared caches
+//! ([`cache`]).
 
+mod adopt;
 mod backoff;
 pub mod bootstrap;
+pub mod cache;
 pub mod cluster;
 mod config;
 pub mod context;
-mod dynamic_watch;
 pub mod error;
 pub mod external;
+mod finalizer;
 pub mod infrastructure;
 pub mod machinepool;
 pub mod metrics;
@@ -17,16 +21,22 @@ pub mod outcome;
 mod paused;
 pub mod provider;
 pub mod providermodule;
+pub mod reconciler;
+pub mod requests;
+mod secret_data;
 mod watches;
 mod write;
+
+pub use write::Scoped;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::FutureExt as _;
 
+pub use cache::Caches;
 pub use config::{ConfigError, ConfigSchemas};
-pub use context::{Context, Settings, Triggers};
+pub use context::{Context, Parts, Settings, Triggers};
 pub use error::Error;
 pub use metrics::Metrics;
 
@@ -40,7 +50,9 @@ pub enum Controllers {
 }
 
 /// Runs the chosen controllers until `shutdown` completes and every one of
-/// them has finished its reconciles in flight.
+/// them has finished its reconciles in flight. The caches are filled first:
+/// no reconcile takes "not in the cache" for "does not exist" before the
+/// first list of every kind is in.
 pub async fn run(
     ctx: Arc<Context>,
     triggers: Triggers,
@@ -48,25 +60,39 @@ pub async fn run(
     which: Controllers,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    let core = which == Controllers::All;
     let shutdown = shutdown.shared();
+    // Subscriptions are taken before the caches run, so that each sees every object once.
     let providers = futures::future::join4(
         providermodule::run(ctx.clone(), shutdown.clone()),
         bootstrap::run(ctx.clone(), shutdown.clone()),
         infrastructure::run_machine_pools(ctx.clone(), shutdown.clone()),
         infrastructure::run_clusters(ctx.clone(), shutdown.clone()),
     );
-    match which {
-        Controllers::Providers => {
-            providers.await;
-        }
+    let controllers = match which {
+        Controllers::Providers => providers.map(drop).boxed(),
         Controllers::All => {
             let Triggers { clusters, pools } = triggers;
             futures::future::join3(
                 providers,
                 cluster::run(ctx.clone(), clusters, shutdown.clone()),
-                machinepool::run(ctx, pools, nodes, shutdown),
+                machinepool::run(ctx.clone(), pools, nodes, shutdown.clone()),
             )
-            .await;
+            .map(drop)
+            .boxed()
         }
+    };
+    let caches = ctx.caches.run(&ctx.metrics, core);
+    let started = async {
+        tokio::select! {
+            () = ctx.caches.ready(core) => {}
+            () = shutdown.clone() => return,
+        }
+        tracing::debug!("caches filled; reconciling");
+        controllers.await;
+    };
+    tokio::select! {
+        () = caches => {}
+        () = started => {}
     }
 }

@@ -6,9 +6,9 @@ use kube::{Resource, ResourceExt as _};
 use crate::api::Cluster;
 
 /// Whether the object or its Cluster is paused, and the message saying so.
-pub fn why<K: Resource<DynamicType = ()>>(object: &K, cluster: &Cluster) -> Option<String> {
+pub fn why<K: Resource<DynamicType = ()>>(object: &K, cluster: Option<&Cluster>) -> Option<String> {
     let mut why = Vec::new();
-    if cluster.is_paused() {
+    if cluster.is_some_and(Cluster::is_paused) {
         why.push("Cluster spec.paused is set to true".to_owned());
     }
     if object

@@ -1,29 +1,76 @@
-//! What the Wasm provider controllers share: finding the Cluster API owner,
-//! getting a provider ready to call (its module, world, config and
-//! credentials), and turning the result of a step into the object's
-//! conditions and failure fields.
+//! What the Wasm provider kinds share: their owners from the caches, the
+//! phase that gets their provider ready to call (its module, world, config
+//! and credentials), and the `Ready` summary of how their phases ended.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Api, Resource, ResourceExt as _};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::api::conditions::{self, Desired};
-use crate::api::provider::{HasProviderStatus, ProviderStatus, ServedBy};
-use crate::api::providermodule::ProviderWorld;
-use crate::api::{CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, ProviderModule, Reason};
-use crate::wasm::types::{self, DeleteOutcome, ProviderError};
-use crate::wasm::{CallError, LoadedProvider};
+use crate::api::conditions::Desired;
+use crate::api::provider::{HasProviderStatus, ServedBy};
+use crate::api::{
+    CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, Reason, WasmBootstrapConfig,
+    WasmCluster, WasmMachinePool,
+};
+use crate::wasm::types::{self, ProviderError};
+use crate::wasm::{CallError, LoadedProvider, World};
 
 use super::context::Context;
 use super::error::Error;
-use super::outcome::Wait;
-use super::write::{self, Scoped};
+use super::outcome::{Outcome, Wait};
+use super::reconciler::{Reconciler, Scope};
+
+/// How soon to look again for a credentials Secret that is not there
+/// (credentials Secrets are not watched).
+const CREDENTIALS_POLL: Duration = Duration::from_secs(30);
+
+/// A Wasm provider kind: which module serves it, with what config.
+pub trait ProviderObject: Reconciler<Found = Found>
+where
+    Self::Status: HasProviderStatus,
+{
+    /// The world its module must implement.
+    const WORLD: World;
+    /// The ProviderModule serving it.
+    fn provider(&self) -> &str;
+    /// Its `spec.config`.
+    fn config(&self) -> Option<&Value>;
+}
+
+macro_rules! provider_object {
+    ($($kind:ty => $world:expr),*) => {$(
+        impl ProviderObject for $kind {
+            const WORLD: World = $world;
+            fn provider(&self) -> &str {
+                &self.spec.provider
+            }
+            fn config(&self) -> Option<&Value> {
+                self.spec.config.as_ref()
+            }
+        }
+    )*};
+}
+
+provider_object!(
+    WasmBootstrapConfig => World::Bootstrap,
+    WasmMachinePool => World::Infrastructure,
+    WasmCluster => World::Infrastructure
+);
+
+/// What a provider kind's phases find.
+#[derive(Default)]
+pub struct Found {
+    /// The owner MachinePool (owner phase of pool-owned kinds).
+    pub pool: Option<Arc<MachinePool>>,
+    /// The provider, ready to call (prepare phase).
+    pub prepared: Option<Prepared>,
+    /// How the work ended, when it did: `Ready` holds with this reason and message.
+    pub done: Option<(Reason, String)>,
+}
 
 /// A provider ready to be called for one object.
 pub struct Prepared {
@@ -54,14 +101,37 @@ pub fn capi_owner<K: Resource>(object: &K, kind: &str) -> Option<OwnerReference>
         .cloned()
 }
 
-/// The MachinePool owning `object` and its Cluster, or what is missing.
-pub async fn pool_owner<K: Resource<DynamicType = ()>>(
+/// The Cluster of the MachinePool owning `object`, from the caches: none
+/// without an owner; an error if the pool names a Cluster that does not
+/// exist, unless `object` is being deleted (its owners may be gone).
+pub fn cluster_of_pool_owner<K: Resource>(
     object: &K,
     ctx: &Context,
-) -> Result<Result<(MachinePool, Cluster), Wait>, Error> {
-    let namespace = object.namespace().unwrap_or_default();
-    let Some(owner) = capi_owner(object, "MachinePool") else {
-        return Ok(Err(Wait::on_change(
+) -> Result<Option<Arc<Cluster>>, Error> {
+    let namespace = object.namespace();
+    let Some(pool) = capi_owner(object, "MachinePool")
+        .and_then(|owner| ctx.caches.pools.get(namespace.as_deref(), &owner.name))
+    else {
+        return Ok(None);
+    };
+    let name = &pool.spec.cluster_name;
+    match ctx.caches.clusters.get(namespace.as_deref(), name) {
+        Some(cluster) => Ok(Some(cluster)),
+        None if object.meta().deletion_timestamp.is_some() => Ok(None),
+        None => Err(Error::ClusterNotFound(name.clone())),
+    }
+}
+
+/// The owner phase of pool-owned kinds: the MachinePool owning the object.
+pub async fn owner_pool<K: ProviderObject>(
+    scope: &mut Scope<K>,
+    ctx: &Context,
+) -> Result<Outcome, Error>
+where
+    K::Status: HasProviderStatus,
+{
+    let Some(owner) = capi_owner(&*scope.object, "MachinePool") else {
+        return Ok(Outcome::Wait(Wait::on_change(
             Reason::WaitingForOwner,
             format!(
                 "waiting for a MachinePool to reference this {}",
@@ -69,96 +139,80 @@ pub async fn pool_owner<K: Resource<DynamicType = ()>>(
             ),
         )));
     };
-    let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(machine_pool) = pools
-        .get_opt(&owner.name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "MachinePool",
-            name: owner.name.clone(),
-            source,
-        })?
-    else {
-        return Ok(Err(Wait::on_change(
+    let Some(pool) = ctx.caches.pools.get(Some(&scope.namespace()), &owner.name) else {
+        return Ok(Outcome::Wait(Wait::on_change(
             Reason::OwnerNotFound,
             format!("the owner MachinePool {:?} does not exist", owner.name),
         )));
     };
-    let name = machine_pool.spec.cluster_name.clone();
-    let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), &namespace)
-        .get_opt(&name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Cluster",
-            name: name.clone(),
-            source,
-        })?
-        .ok_or(Error::ClusterNotFound(name))?;
-    Ok(Ok((machine_pool, cluster)))
+    scope.found.pool = Some(pool);
+    Ok(Outcome::Continue)
 }
 
-/// Gets ProviderModule `name` ready to serve an object of `world` with
-/// `config`: the module must exist, implement the world, have a version in
-/// service, accept the config, and its credentials Secret must be readable.
-/// What is missing is a [`Wait`] saying so.
-pub async fn prepare(
+/// The prepare phase: the object's ProviderModule must exist, implement
+/// the kind's world, have a version in service and accept the config, and
+/// its credentials Secret must be readable. What is missing is a wait.
+pub async fn prepare<K: ProviderObject>(
+    scope: &mut Scope<K>,
     ctx: &Context,
-    name: &str,
-    world: ProviderWorld,
-    config: Option<&Value>,
-) -> Result<Result<Prepared, Wait>, Error> {
-    let modules: Api<ProviderModule> = Api::all(ctx.client.clone());
-    let Some(module) = modules.get_opt(name).await.map_err(|source| Error::Get {
-        kind: "ProviderModule",
-        name: name.to_owned(),
-        source,
-    })?
-    else {
-        return Ok(Err(Wait::on_change(
+) -> Result<Outcome, Error>
+where
+    K::Status: HasProviderStatus,
+{
+    if scope.found.done.is_some() {
+        return Ok(Outcome::Continue);
+    }
+    let name = scope.object.provider().to_owned();
+    let Some(module) = ctx.caches.modules.get(None, &name) else {
+        return Ok(wait(
             Reason::ProviderNotFound,
             format!("ProviderModule {name:?} does not exist"),
-        )));
+        ));
     };
-    if module.spec.world != world {
-        return Ok(Err(Wait::on_change(
+    if module.spec.world != K::WORLD {
+        return Ok(wait(
             Reason::ProviderWorldMismatch,
             format!(
-                "ProviderModule {name:?} implements the {:?} world; this kind needs {world:?}",
-                module.spec.world
+                "ProviderModule {name:?} implements the {} world; this kind needs {}",
+                module.spec.world,
+                K::WORLD
             ),
-        )));
+        ));
     }
-    let Some(provider) = ctx.runtime.registry().get(name) else {
+    let Some(provider) = ctx.runtime.registry().get(&name) else {
         let why = module
             .status
             .as_ref()
             .and_then(|s| s.message.clone())
             .unwrap_or_else(|| "not loaded yet".into());
-        return Ok(Err(Wait::on_change(
+        return Ok(wait(
             Reason::ProviderNotReady,
             format!("ProviderModule {name:?} has no version in service: {why}"),
-        )));
+        ));
     };
+    let config = scope.object.config();
     if let Err(invalid) = ctx.schemas.check(&provider, config) {
-        return Ok(Err(Wait::on_change(
-            Reason::InvalidConfig,
-            invalid.to_string(),
-        )));
+        return Ok(wait(Reason::InvalidConfig, invalid.to_string()));
     }
     let config = config.map_or_else(|| "{}".to_owned(), Value::to_string);
-    let credentials = match module.spec.capabilities.and_then(|c| c.credentials_secret) {
+    let credentials = match module
+        .spec
+        .capabilities
+        .as_ref()
+        .and_then(|c| c.credentials_secret.as_ref())
+    {
         None => Vec::new(),
         Some(secret) => {
             if let Some(allowed) = &ctx.settings.credentials_namespace
                 && *allowed != secret.namespace
             {
-                return Ok(Err(Wait::on_change(
+                return Ok(wait(
                     Reason::CredentialsNotAllowed,
                     format!(
                         "ProviderModule {name:?} names the credentials Secret {}/{}, but credentials are read only from namespace {allowed:?}",
                         secret.namespace, secret.name
                     ),
-                )));
+                ));
             }
             let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret.namespace);
             let found = api
@@ -170,14 +224,13 @@ pub async fn prepare(
                     source,
                 })?;
             let Some(found) = found else {
-                // Secrets are not watched: look again later.
-                return Ok(Err(Wait::after(
+                return Ok(Outcome::Wait(Wait::after(
                     Reason::CredentialsNotFound,
                     format!(
                         "the credentials Secret {}/{} of ProviderModule {name:?} does not exist",
                         secret.namespace, secret.name
                     ),
-                    std::time::Duration::from_secs(30),
+                    CREDENTIALS_POLL,
                 )));
             };
             found
@@ -191,11 +244,16 @@ pub async fn prepare(
                 .collect()
         }
     };
-    Ok(Ok(Prepared {
+    scope.found.prepared = Some(Prepared {
         provider,
         config,
         credentials,
-    }))
+    });
+    Ok(Outcome::Continue)
+}
+
+fn wait(reason: Reason, message: String) -> Outcome {
+    Outcome::Wait(Wait::on_change(reason, message))
 }
 
 /// The call's view of an object.
@@ -207,8 +265,25 @@ pub fn object_ref<K: Resource>(object: &K) -> types::ObjectRef {
     }
 }
 
-/// The call's view of a Cluster.
-pub fn cluster_info(cluster: &Cluster, kubernetes_version: Option<&str>) -> types::ClusterInfo {
+/// The call's view of a Cluster: the one given, else what the object's
+/// cluster-name label says (while deleting, the Cluster may be gone).
+pub fn cluster_info<K: Resource>(
+    object: &K,
+    cluster: Option<&Cluster>,
+    kubernetes_version: Option<&str>,
+) -> types::ClusterInfo {
+    let Some(cluster) = cluster else {
+        return types::ClusterInfo {
+            name: object
+                .labels()
+                .get(crate::api::labels::CLUSTER_NAME)
+                .cloned()
+                .unwrap_or_default(),
+            namespace: object.namespace().unwrap_or_default(),
+            control_plane_endpoint: None,
+            kubernetes_version: None,
+        };
+    };
     types::ClusterInfo {
         name: cluster.name_any(),
         namespace: cluster.namespace().unwrap_or_default(),
@@ -222,150 +297,47 @@ pub fn cluster_info(cluster: &Cluster, kubernetes_version: Option<&str>) -> type
     }
 }
 
-/// How a provider object's step ended.
-pub enum Step {
-    /// Done: the `Ready` condition holds with this reason and message.
-    Done(Reason, String),
-    /// The object or its Cluster is paused: nothing was done.
-    Paused(String),
-    /// Waiting for something.
-    Wait(Wait),
-}
-
-/// Sets `status`'s `Ready`, `Paused` and failure fields for how the step ended.
-pub fn report(status: &mut ProviderStatus, generation: Option<i64>, result: Result<&Step, &Error>) {
-    let now = Time(Timestamp::now());
-    let set = |status: &mut ProviderStatus, desired| {
-        conditions::set(&mut status.conditions, desired, generation, &now);
-    };
-    let paused = matches!(result, Ok(Step::Paused(_)));
-    set(
-        status,
-        if let Ok(Step::Paused(message)) = result {
-            Desired::holds(ConditionType::Paused, Reason::Paused, message.clone())
-        } else {
-            Desired::fails(ConditionType::Paused, Reason::NotPaused, "")
-        },
-    );
-    if paused {
-        return;
-    }
-    match result {
-        Ok(Step::Done(reason, message)) => {
-            set(
-                status,
-                Desired::holds(ConditionType::Ready, *reason, message.clone()),
-            );
-            status.failure_reason = None;
-            status.failure_message = None;
-            status.observed_generation = generation;
-        }
-        Ok(Step::Wait(wait)) => {
-            set(
-                status,
-                Desired::fails(ConditionType::Ready, wait.reason, wait.message.clone()),
-            );
-            status.observed_generation = generation;
-        }
-        Ok(Step::Paused(_)) => {}
-        Err(error) => {
-            set(
-                status,
-                Desired::fails(
-                    ConditionType::Ready,
-                    error.reason(),
-                    crate::report::error_chain(error),
-                ),
-            );
+/// `Ready` from how the phases ended: the first error, else the first
+/// wait, else what the work ended in; a terminal provider error also fills
+/// the failure fields, which success clears.
+pub fn summarize<K: ProviderObject>(scope: &mut Scope<K>, results: &[Result<Outcome, Error>])
+where
+    K::Status: HasProviderStatus,
+{
+    let error = results.iter().find_map(|r| r.as_ref().err());
+    let waiting = results.iter().find_map(|r| match r {
+        Ok(Outcome::Wait(wait)) => Some(wait),
+        _ => None,
+    });
+    let ready = match (error, waiting, scope.found.done.clone()) {
+        (Some(error), _, _) => {
             if let Error::Guest(CallError::Provider {
                 error: ProviderError::Terminal(terminal),
                 ..
             }) = error
             {
-                status.failure_reason = Some(failure_reason(&terminal.reason));
-                status.failure_message = Some(terminal.message.clone());
+                let common = scope.status.common();
+                common.failure_reason = Some(failure_reason(&terminal.reason));
+                common.failure_message = Some(terminal.message.clone());
             }
+            Desired::fails(
+                ConditionType::Ready,
+                error.reason(),
+                crate::report::error_chain(error),
+            )
         }
-    }
-}
-
-/// Ends a provider object's reconcile: once deletion is complete, removes
-/// `finalizer`; otherwise sets the conditions and failure fields for how the
-/// step ended, writes the status if it changed (with an Event per changed
-/// condition), and returns the action or the error.
-#[allow(clippy::too_many_arguments)] // the parts of one object's reconcile, passed as they are
-pub async fn conclude<K, S>(
-    ctx: &Context,
-    controller: &'static str,
-    manager: &str,
-    object: &K,
-    finalizer: Option<&str>,
-    before: &S,
-    mut status: S,
-    result: Result<(Step, Option<std::time::Duration>), Error>,
-) -> Result<kube::runtime::controller::Action, Error>
-where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + std::fmt::Debug,
-    S: HasProviderStatus + Serialize + PartialEq,
-{
-    let uid = object.uid().unwrap_or_default();
-    if let Some(finalizer) = finalizer
-        && matches!(result, Ok((Step::Done(Reason::DeletionCompleted, _), _)))
-    {
-        write::remove_finalizer(ctx, controller, object, finalizer).await?;
-        ctx.succeeded(&uid);
-        return Ok(kube::runtime::controller::Action::await_change());
-    }
-    report(
-        status.common(),
-        object.meta().generation,
-        result.as_ref().map(|(step, _)| step),
-    );
-    if status != *before {
-        write::status(ctx, controller, manager, object, &status).await?;
-        ctx.announce(
-            &object.object_ref(&()),
-            &before.common_ref().conditions,
-            &status.common_ref().conditions,
-        )
-        .await;
-    }
-    let (step, requeue) = result?;
-    ctx.succeeded(&uid);
-    Ok(action(&step, requeue))
-}
-
-/// How a provider's delete call ended, as a step: done, or in progress
-/// (look again when the provider says).
-pub fn deletion(outcome: DeleteOutcome, what: &str) -> (Step, Option<std::time::Duration>) {
-    match outcome {
-        DeleteOutcome::Done => (Step::Done(Reason::DeletionCompleted, String::new()), None),
-        DeleteOutcome::InProgress(seconds) => (
-            Step::Wait(Wait::after(
-                Reason::WaitingForProviderDeletion,
-                format!("the provider is removing {what}"),
-                std::time::Duration::from_secs(u64::from(seconds.max(1))),
-            )),
-            None,
-        ),
-    }
-}
-
-/// The action after a step that ended without error: the soonest of what
-/// the step waits for and the provider's own requeue.
-pub fn action(
-    result: &Step,
-    requeue: Option<std::time::Duration>,
-) -> kube::runtime::controller::Action {
-    use super::outcome::{Outcome, action};
-    let step = match result {
-        Step::Wait(wait) => Outcome::Wait(wait.clone()),
-        Step::Paused(_) | Step::Done(..) => Outcome::Continue,
+        (None, Some(wait), _) => {
+            Desired::fails(ConditionType::Ready, wait.reason, wait.message.clone())
+        }
+        (None, None, Some((reason, message))) => {
+            let common = scope.status.common();
+            common.failure_reason = None;
+            common.failure_message = None;
+            Desired::holds(ConditionType::Ready, reason, message)
+        }
+        (None, None, None) => return,
     };
-    action(&[
-        step,
-        requeue.map_or(Outcome::Continue, Outcome::RequeueAfter),
-    ])
+    scope.set(ready);
 }
 
 /// A provider's terminal reason as a CamelCase token (it is guest input).
@@ -379,5 +351,18 @@ fn failure_reason(reason: &str) -> String {
         "ProviderFailed".into()
     } else {
         token
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_reason_becomes_a_bounded_camel_case_token() {
+        assert_eq!(failure_reason("Quota Exceeded!"), "QuotaExceeded");
+        assert_eq!(failure_reason("\u{1b}[31m"), "31m");
+        assert_eq!(failure_reason("..."), "ProviderFailed");
+        assert_eq!(failure_reason(&"x".repeat(100)).len(), 64);
     }
 }

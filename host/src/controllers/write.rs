@@ -1,6 +1,7 @@
 //! Writes, the same way everywhere: server-side apply of only the fields a
-//! controller owns, never a read-modify-write of a whole object. Callers skip
-//! a write when nothing changed.
+//! controller owns, never a read-modify-write of a whole object (metadata
+//! lists are JSON-patched with a `test` of what they replace, in
+//! [`super::finalizer`]). Callers skip a write when nothing changed.
 //!
 //! An apply removes the fields its manager applied before and omits now, so
 //! each set of fields a controller applies on its own (status, metadata,
@@ -85,57 +86,6 @@ where
         .map_err(|source| Error::Write { what, name, source })?;
     ctx.metrics.write(controller, what);
     Ok(())
-}
-
-/// Merge-patches `metadata` (finalizers, owner references, labels) into
-/// `object`'s, failing (409) if the object changed since it was read: lists
-/// are replaced whole, so another writer's entry is never dropped unseen.
-pub async fn metadata<K>(
-    ctx: &Context,
-    controller: &'static str,
-    object: &K,
-    mut metadata: serde_json::Value,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
-{
-    metadata["resourceVersion"] = object.resource_version().into();
-    let name = object.name_any();
-    K::api(ctx.client.clone(), object)
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "metadata": metadata })),
-        )
-        .await
-        .map_err(|source| Error::Write {
-            what: "metadata",
-            name,
-            source,
-        })?;
-    ctx.metrics.write(controller, "metadata");
-    Ok(())
-}
-
-/// Removes `finalizer` from `object` without touching any other.
-pub async fn remove_finalizer<K>(
-    ctx: &Context,
-    controller: &'static str,
-    object: &K,
-    finalizer: &str,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
-{
-    if !object.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let remaining: Vec<&String> = object
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .collect();
-    metadata(ctx, controller, object, json!({ "finalizers": remaining })).await
 }
 
 /// How to reach an object of a kind: in its namespace, or cluster-wide.

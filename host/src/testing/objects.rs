@@ -12,7 +12,7 @@ use crate::api::provider::{
 };
 use crate::api::providermodule::{
     ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource,
-    ProviderModuleSpec, ProviderWorld,
+    ProviderModuleSpec, World,
 };
 use crate::api::{
     ApiEndpoint, Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule,
@@ -256,7 +256,7 @@ pub struct ProviderModuleBuilder(ProviderModule);
 
 impl ProviderModuleBuilder {
     /// Module `name` of `world`, from file `path`, default limits, no capabilities.
-    pub fn file(name: &str, world: ProviderWorld, path: &str) -> Self {
+    pub fn file(name: &str, world: World, path: &str) -> Self {
         let mut module = ProviderModule::new(
             name,
             ProviderModuleSpec {

@@ -9,6 +9,8 @@ mod generated {
         world: "infrastructure-provider",
         path: "../wit/provider",
         require_store_data_send: true,
+        // Calls run as futures: a deadline can end one whatever it waits on.
+        exports: { default: async },
         with: {
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
@@ -22,6 +24,7 @@ mod generated {
             world: "bootstrap-provider",
             path: "../wit/provider",
             require_store_data_send: true,
+            exports: { default: async },
             with: {
                 "capwasm:provider/types": super::capwasm::provider::types,
                 "capwasm:provider/log": super::capwasm::provider::log,

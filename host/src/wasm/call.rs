@@ -1,16 +1,23 @@
 //! One bounded call: a fresh `Store` and instance from the provider's
-//! pre-instance, a memory cap, an epoch deadline, a cap on the result, and
-//! the outcome sorted into the guest's own answer or the host's verdict.
+//! pre-instance, a memory cap, a wall-clock deadline, a cap on the result,
+//! and the outcome sorted into the guest's own answer or the host's verdict.
+//!
+//! A call is a future. The guest yields to the executor at every epoch tick
+//! (10 ms), so computing never holds a thread for longer; waiting in the
+//! host (a timer, an HTTP response) is an async wait. Either way the call
+//! ends at its deadline: the future is dropped there, and the instance with
+//! it (calls are idempotent by contract, so an abandoned one is safe).
 
 use std::time::Instant;
 
+use tokio::sync::Semaphore;
+use tracing::Instrument as _;
 use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
-use super::engine::deadline_ticks;
 use super::metrics::Metrics;
-use super::registry::{LoadedProvider, ProviderPre, WorldExports};
+use super::provider::{Callee, ProviderPre, WorldExports};
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance, ProviderError, ProviderInfo};
 use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
@@ -19,194 +26,240 @@ use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
 /// means the guest died, the inner one is its own typed answer.
 pub(crate) type GuestResult<R> = wasmtime::Result<Result<R, ProviderError>>;
 
-/// Runs `export` of `provider` in a fresh instance. `body` gets the store,
+/// Where a call runs and what it may use besides the provider's bounds.
+pub(crate) struct Host<'a> {
+    pub(crate) engine: &'a Engine,
+    /// Instance slots: a call waits for one before it instantiates.
+    pub(crate) slots: &'a Semaphore,
+    pub(crate) metrics: Option<&'a Metrics>,
+}
+
+/// Runs `export` of `callee` in a fresh instance. `body` gets the store,
 /// the instance and where the provider's exports are, and makes the actual
 /// call, or returns `None` if the provider's world has no such export.
-pub(crate) fn run<R: OutputSize>(
-    engine: &Engine,
-    provider: &LoadedProvider,
+pub(crate) async fn run<R: OutputSize>(
+    host: &Host<'_>,
+    callee: &Callee<'_>,
     export: &'static str,
-    metrics: Option<&Metrics>,
-    body: impl FnOnce(&mut Store<CallState>, &ComponentInstance, &ProviderPre) -> Option<GuestResult<R>>,
+    body: impl AsyncFnOnce(
+        &mut Store<CallState>,
+        &ComponentInstance,
+        &ProviderPre,
+    ) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
-    let span = tracing::debug_span!("guest_call", provider = provider.name(), digest = %provider.digest, export, outcome = tracing::field::Empty);
-    let _entered = span.enter();
+    let span = tracing::info_span!(
+        "guest_call",
+        provider = &**callee.name,
+        digest = callee.digest,
+        export,
+        outcome = tracing::field::Empty
+    );
     let started = Instant::now();
-    let result = run_unmetered(engine, provider, export, body);
+    let result = bounded(host, callee, export, body)
+        .instrument(span.clone())
+        .await;
     let outcome = match &result {
         Ok(_) => "ok",
         Err(e) => e.outcome(),
     };
     span.record("outcome", outcome);
-    if let Some(metrics) = metrics {
-        metrics.record_call(&provider.name, export, outcome, started.elapsed());
+    if let Some(metrics) = host.metrics {
+        metrics.record_call(callee.name, export, outcome, started.elapsed());
     }
     result
 }
 
-/// A store for one call under the provider's limits.
-fn store(engine: &Engine, provider: &LoadedProvider) -> Store<CallState> {
-    let limits = &provider.limits;
+/// A store for one call under the provider's limits, yielding to the
+/// executor at every epoch tick.
+fn store(engine: &Engine, callee: &Callee<'_>) -> Store<CallState> {
     let mut store = Store::new(
         engine,
-        CallState::new(provider.name.clone(), limits, &provider.capabilities),
+        CallState::new(callee.name.clone(), callee.limits, callee.capabilities),
     );
     store.limiter(|state| &mut state.limiter);
-    store.set_epoch_deadline(deadline_ticks(limits.deadline));
+    store.epoch_deadline_async_yield_and_update(1);
     store
 }
 
-fn run_unmetered<R: OutputSize>(
-    engine: &Engine,
-    provider: &LoadedProvider,
+/// The call within its deadline, once an instance slot is free.
+async fn bounded<R: OutputSize>(
+    host: &Host<'_>,
+    callee: &Callee<'_>,
     export: &'static str,
-    body: impl FnOnce(&mut Store<CallState>, &ComponentInstance, &ProviderPre) -> Option<GuestResult<R>>,
+    body: impl AsyncFnOnce(
+        &mut Store<CallState>,
+        &ComponentInstance,
+        &ProviderPre,
+    ) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
-    let limits = &provider.limits;
-    let mut store = store(engine, provider);
-    let instance = match provider.pre.instance.instantiate(&mut store) {
-        Ok(instance) => instance,
-        Err(source) if store.data().limiter.hit => {
-            drop(source);
-            return Err(memory_limit(provider, export));
+    let _slot = host
+        .slots
+        .acquire()
+        .await
+        .map_err(|_| CallError::NotLoaded("the runtime is shutting down".into()))?;
+    let deadline = callee.limits.deadline;
+    let mut store = store(host.engine, callee);
+    // The outer error: no instance could be made.
+    let call = async {
+        let instance = callee.pre.instance.instantiate_async(&mut store).await?;
+        wasmtime::Result::Ok(body(&mut store, &instance, callee.pre).await)
+    };
+    let outcome = tokio::time::timeout(deadline, call).await;
+    let outcome = match outcome {
+        Err(_) => {
+            return Err(CallError::DeadlineExceeded {
+                provider: callee.name.to_string(),
+                digest: callee.digest.to_owned(),
+                export,
+                deadline,
+            });
         }
-        Err(source) => {
+        Ok(Err(_)) if store.data().limiter.hit => return Err(memory_limit(callee, export)),
+        Ok(Err(source)) => {
             return Err(CallError::Instantiate {
-                provider: provider.name().to_owned(),
-                digest: provider.digest.clone(),
+                provider: callee.name.to_string(),
+                digest: callee.digest.to_owned(),
                 source,
             });
         }
-    };
-    let Some(outcome) = body(&mut store, &instance, &provider.pre) else {
-        return Err(CallError::WrongWorld {
-            provider: provider.name().to_owned(),
-            world: provider.world.as_str(),
-            export,
-        });
+        Ok(Ok(None)) => {
+            return Err(CallError::WrongWorld {
+                provider: callee.name.to_string(),
+                world: callee.world.as_str(),
+                export,
+            });
+        }
+        Ok(Ok(Some(outcome))) => outcome,
     };
     match outcome {
         Ok(Ok(value)) => {
             let size = value.output_size();
-            if size > limits.max_output_bytes {
+            let limit_bytes = callee.limits.max_output_bytes;
+            if size > limit_bytes {
                 return Err(CallError::OutputTooLarge {
-                    provider: provider.name().to_owned(),
-                    digest: provider.digest.clone(),
+                    provider: callee.name.to_string(),
+                    digest: callee.digest.to_owned(),
                     export,
                     size,
-                    limit_bytes: limits.max_output_bytes,
+                    limit_bytes,
                 });
             }
             Ok(value)
         }
         Ok(Err(error)) => Err(CallError::Provider {
-            provider: provider.name().to_owned(),
-            digest: provider.digest.clone(),
+            provider: callee.name.to_string(),
+            digest: callee.digest.to_owned(),
             export,
             error,
         }),
-        Err(trap) => Err(classify(provider, export, &store, &trap)),
+        Err(trap) => Err(classify(callee, export, &store, &trap)),
     }
 }
 
 /// Type-checks every export against the provider's world, as the generated
 /// bindings do on each instantiation; loading does it once, so that calls
 /// check only the export they make.
-pub(crate) fn check_export_types(
-    engine: &Engine,
-    provider: &LoadedProvider,
-) -> wasmtime::Result<()> {
-    let mut store = store(engine, provider);
-    let pre = &provider.pre.instance;
-    let instance = pre.instantiate(&mut store)?;
-    match provider.pre.world {
-        WorldExports::Bootstrap(_) => {
-            BootstrapProviderIndices::new(pre)?.load(&mut store, &instance)?;
-        }
-        WorldExports::Infrastructure(_) => {
-            InfrastructureProviderIndices::new(pre)?.load(&mut store, &instance)?;
-        }
-    }
-    Ok(())
+pub(crate) async fn check_export_types(
+    host: &Host<'_>,
+    callee: &Callee<'_>,
+) -> Result<(), CallError> {
+    run(
+        host,
+        callee,
+        "(export types)",
+        async |store, instance, pre| {
+            let checked = match pre.world {
+                WorldExports::Bootstrap(_) => BootstrapProviderIndices::new(&pre.instance)
+                    .and_then(|i| i.load(&mut *store, instance))
+                    .map(drop),
+                WorldExports::Infrastructure(_) => {
+                    InfrastructureProviderIndices::new(&pre.instance)
+                        .and_then(|i| i.load(&mut *store, instance))
+                        .map(drop)
+                }
+            };
+            Some(checked.map(Ok))
+        },
+    )
+    .await
 }
 
-/// Sorts a dead guest into deadline, memory or plain trap. A memory-capped
-/// guest usually aborts (an `unreachable` trap) after its allocation fails,
-/// so the limiter's record decides, not the trap code.
+/// Sorts a dead guest into memory or plain trap. A memory-capped guest
+/// usually aborts (an `unreachable` trap) after its allocation fails, so the
+/// limiter's record decides, not the trap code.
 fn classify(
-    provider: &LoadedProvider,
+    callee: &Callee<'_>,
     export: &'static str,
     store: &Store<CallState>,
     error: &wasmtime::Error,
 ) -> CallError {
-    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-        return CallError::DeadlineExceeded {
-            provider: provider.name().to_owned(),
-            digest: provider.digest.clone(),
-            export,
-            deadline: provider.limits.deadline,
-        };
-    }
     if store.data().limiter.hit {
-        return memory_limit(provider, export);
+        return memory_limit(callee, export);
     }
     let trap = error
         .downcast_ref::<Trap>()
         .map_or_else(|| format!("{error:#}"), ToString::to_string);
     CallError::Trapped {
-        provider: provider.name().to_owned(),
-        digest: provider.digest.clone(),
+        provider: callee.name.to_string(),
+        digest: callee.digest.to_owned(),
         export,
         trap,
         last_words: store.data().last_words(),
     }
 }
 
-fn memory_limit(provider: &LoadedProvider, export: &'static str) -> CallError {
+fn memory_limit(callee: &Callee<'_>, export: &'static str) -> CallError {
     CallError::MemoryLimit {
-        provider: provider.name().to_owned(),
-        digest: provider.digest.clone(),
+        provider: callee.name.to_string(),
+        digest: callee.digest.to_owned(),
         export,
-        limit_bytes: provider.limits.memory_bytes,
+        limit_bytes: callee.limits.memory_bytes,
     }
 }
 
 // === The exports every world has (used by loading too) ===
 
-pub(crate) fn info(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
-) -> Result<ProviderInfo, CallError> {
-    run(engine, provider, "info", metrics, |store, instance, pre| {
-        Some(
-            instance
-                .get_typed_func::<(), (ProviderInfo,)>(&mut *store, &pre.info)
-                .and_then(|f| f.call(store, ()))
-                .map(|(info,)| Ok(info)),
-        )
+pub(crate) async fn info(host: &Host<'_>, callee: &Callee<'_>) -> Result<ProviderInfo, CallError> {
+    run(host, callee, "info", async |store, instance, pre| {
+        let func = match instance.get_typed_func::<(), (ProviderInfo,)>(&mut *store, &pre.info) {
+            Ok(func) => func,
+            Err(error) => return Some(Err(error)),
+        };
+        Some(call0(store, func).await)
     })
+    .await
 }
 
-pub(crate) fn config_schema(
-    engine: &Engine,
-    provider: &LoadedProvider,
-    metrics: Option<&Metrics>,
+pub(crate) async fn config_schema(
+    host: &Host<'_>,
+    callee: &Callee<'_>,
 ) -> Result<String, CallError> {
     run(
-        engine,
-        provider,
+        host,
+        callee,
         "config-schema",
-        metrics,
-        |store, instance, pre| {
-            Some(
-                instance
-                    .get_typed_func::<(), (String,)>(&mut *store, &pre.config_schema)
-                    .and_then(|f| f.call(store, ()))
-                    .map(|(schema,)| Ok(schema)),
-            )
+        async |store, instance, pre| {
+            let func =
+                match instance.get_typed_func::<(), (String,)>(&mut *store, &pre.config_schema) {
+                    Ok(func) => func,
+                    Err(error) => return Some(Err(error)),
+                };
+            Some(call0(store, func).await)
         },
     )
+    .await
+}
+
+/// Calls a function of no arguments and one result.
+async fn call0<R>(
+    store: &mut Store<CallState>,
+    func: wasmtime::component::TypedFunc<(), (R,)>,
+) -> GuestResult<R>
+where
+    R: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
+{
+    let (value,) = func.call_async(&mut *store, ()).await?;
+    Ok(Ok(value))
 }
 
 // === Result sizes, for the output cap ===
@@ -219,6 +272,12 @@ pub(crate) trait OutputSize {
 impl OutputSize for String {
     fn output_size(&self) -> usize {
         self.len()
+    }
+}
+
+impl OutputSize for () {
+    fn output_size(&self) -> usize {
+        0
     }
 }
 

@@ -1,6 +1,6 @@
 //! The one wasmtime `Engine`: component model, pooling allocator, epoch
 //! interruption — and the ticker that makes epochs advance, started in the
-//! same place so a deadline can never be configured without it.
+//! same place so that a guest can never run without yielding.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -9,7 +9,8 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use super::Error;
 
-/// Deadline granularity: a call is interrupted within one tick of its deadline.
+/// A computing guest yields to the executor at least this often, so a
+/// deadline (a timer of the executor) can end it.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Linear memory a reused pool slot keeps mapped (when the kernel can tell
@@ -38,7 +39,9 @@ pub(crate) fn new(
         .total_tables(max_instances * 8)
         .max_tables_per_component(8)
         .max_memory_size(max_memory_bytes)
-        .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES);
+        .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+        // A call runs on a fiber stack of its own, from the pool.
+        .total_stacks(max_instances);
     // Reusing a slot otherwise means madvise on release and a page fault
     // for every page the next call touches, which on a VM costs more than
     // the call itself. PAGEMAP_SCAN (Linux 6.7+) finds the pages a call
@@ -69,10 +72,4 @@ pub(crate) fn new(
         })
         .map_err(|e| Error::Engine(wasmtime::Error::new(e)))?;
     Ok((engine, EpochTicker { _stop: stop }))
-}
-
-/// Epoch ticks covering `deadline`, plus one because the current tick may
-/// be nearly over.
-pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
-    (deadline.as_millis() / EPOCH_TICK.as_millis()).saturating_add(1) as u64
 }

@@ -11,10 +11,12 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 use super::cache::PrecompiledCache;
+use super::call::Host;
 use super::limits::{Capabilities, Limits};
-use super::registry::{LoadedProvider, ProviderPre};
+use super::provider::{Callee, LoadedProvider, ProviderPre};
 use super::state::CallState;
-use super::{Error, WIT_PACKAGE, call};
+use super::world::World;
+use super::{CallError, Error, WIT_PACKAGE, call};
 
 /// Where a component's bytes come from.
 #[derive(Clone, Debug)]
@@ -23,39 +25,6 @@ pub enum ProviderSource {
     Bytes(Vec<u8>),
     /// A file on the operator's filesystem.
     File(PathBuf),
-}
-
-/// The provider worlds of the WIT package.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum World {
-    /// `bootstrap-provider`: generates bootstrap data.
-    Bootstrap,
-    /// `infrastructure-provider`: machine pools, clusters, providerIDs.
-    Infrastructure,
-}
-
-impl World {
-    /// The WIT world name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Bootstrap => "bootstrap-provider",
-            Self::Infrastructure => "infrastructure-provider",
-        }
-    }
-
-    /// The interface whose export identifies the world.
-    fn marker(self) -> &'static str {
-        match self {
-            Self::Bootstrap => "capwasm:provider/bootstrap",
-            Self::Infrastructure => "capwasm:provider/machine-pools",
-        }
-    }
-}
-
-impl std::fmt::Display for World {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// What to load, and under which name and bounds.
@@ -81,51 +50,69 @@ struct Compiled {
     took: std::time::Duration,
 }
 
-pub(crate) fn load(
-    engine: &Engine,
+/// Loads a provider: reading, verifying and compiling on a blocking thread,
+/// then linking and checking it with two calls under its own limits.
+pub(crate) async fn load(
+    host: &Host<'_>,
     linker: &Linker<CallState>,
     cache: Option<&PrecompiledCache>,
     request: LoadRequest,
 ) -> Result<LoadedProvider, Error> {
     let started = Instant::now();
-    let fetched = fetch(request.source)?;
-    let verified = verify(fetched, request.expected_sha256.as_deref())?;
-    let compiled = compile(engine, cache, verified)?;
-    let world = world_of(engine, &compiled.component)?;
+    let LoadRequest {
+        name,
+        source,
+        expected_sha256,
+        limits,
+        capabilities,
+    } = request;
+    let (engine, cache) = (host.engine.clone(), cache.cloned());
+    let compiled = tokio::task::spawn_blocking(move || {
+        let fetched = fetch(source)?;
+        let verified = verify(fetched, expected_sha256.as_deref())?;
+        compile(&engine, cache.as_ref(), verified)
+    })
+    .await??;
+    let world = world_of(host.engine, &compiled.component)?;
     let link = |source| Error::Link {
         world: world.as_str(),
         source,
     };
     let instance_pre = linker.instantiate_pre(&compiled.component).map_err(link)?;
     let pre = ProviderPre::new(instance_pre, world).map_err(link)?;
-    // Check: one real instantiation and two calls under the provider's own limits.
-    let mut provider = LoadedProvider {
-        name: request.name,
-        digest: format!("sha256:{}", compiled.digest_hex),
+    let digest = format!("sha256:{}", compiled.digest_hex);
+    // Check: one real instantiation and calls under the provider's own limits.
+    let callee = Callee {
+        name: &name,
+        digest: &digest,
         world,
-        info: super::types::ProviderInfo {
-            name: String::new(),
-            version: String::new(),
-        },
-        config_schema: serde_json::Value::Null,
-        limits: request.limits,
-        capabilities: request.capabilities,
-        pre,
-        // Set once the check below has passed.
-        load_time: std::time::Duration::ZERO,
-        compile_time: compiled.took,
-        from_cache: compiled.from_cache,
+        limits: &limits,
+        capabilities: &capabilities,
+        pre: &pre,
     };
     let check = |e| Error::Check(Box::new(e));
-    provider.info = call::info(engine, &provider, None).map_err(check)?;
-    call::check_export_types(engine, &provider).map_err(link)?;
-    let schema = call::config_schema(engine, &provider, None).map_err(check)?;
-    provider.config_schema =
-        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&schema)
-            .map(serde_json::Value::Object)
-            .map_err(Error::InvalidSchema)?;
-    provider.load_time = started.elapsed();
-    Ok(provider)
+    let info = call::info(host, &callee).await.map_err(check)?;
+    match call::check_export_types(host, &callee).await {
+        Err(CallError::Trapped { trap, .. }) => return Err(link(wasmtime::format_err!("{trap}"))),
+        other => other.map_err(check)?,
+    }
+    let schema = call::config_schema(host, &callee).await.map_err(check)?;
+    let config_schema = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&schema)
+        .map(serde_json::Value::Object)
+        .map_err(Error::InvalidSchema)?;
+    Ok(LoadedProvider {
+        name,
+        digest,
+        world,
+        info,
+        config_schema,
+        limits,
+        capabilities,
+        pre,
+        load_time: started.elapsed(),
+        compile_time: compiled.took,
+        from_cache: compiled.from_cache,
+    })
 }
 
 fn fetch(source: ProviderSource) -> Result<Fetched, Error> {

@@ -17,19 +17,23 @@ mod host;
 mod limits;
 mod load;
 mod metrics;
+mod provider;
 mod registry;
 mod runtime;
 mod state;
+mod world;
 
 pub use bindings::types;
 pub use bindings::{bootstrap, clusters, machine_pools};
 pub use cache::PrecompiledCache;
 pub use error::{CallError, Error};
 pub use limits::{Capabilities, Limits};
-pub use load::{ProviderSource, World};
+pub use load::ProviderSource;
 pub use metrics::Metrics;
-pub use registry::{LoadedProvider, Registry};
+pub use provider::LoadedProvider;
+pub use registry::Registry;
 pub use runtime::{Runtime, RuntimeSettings};
+pub use world::World;
 
 /// The WIT package version this host implements. Components built against
 /// another major (for 0.x: another minor) version are refused.

@@ -12,12 +12,13 @@ use wasmtime_wasi::random::{WasiRandom, WasiRandomView as _};
 
 use super::bindings::{log, types};
 use super::cache::PrecompiledCache;
-use super::call::GuestResult;
+use super::call::{GuestResult, Host};
 use super::engine::{self, EpochTicker};
 use super::limits::{Capabilities, Limits};
 use super::load::{self, LoadRequest, ProviderSource};
 use super::metrics::Metrics;
-use super::registry::{InfrastructureExports, LoadedProvider, ProviderPre, Registry, WorldExports};
+use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
+use super::registry::Registry;
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
 use super::{CallError, Error, bootstrap, call, clusters, machine_pools};
@@ -27,7 +28,7 @@ use super::{CallError, Error, bootstrap, call, clusters, machine_pools};
 pub struct RuntimeSettings {
     /// The most memory any provider's limits may allow (sizes the instance pool slots).
     pub max_memory_bytes: usize,
-    /// Instances that can exist at once; further async calls wait for a slot.
+    /// Instances that can exist at once; further calls wait for a slot.
     pub max_instances: u32,
     /// Where precompiled components are kept across restarts.
     pub cache: Option<PrecompiledCache>,
@@ -45,10 +46,10 @@ impl Default for RuntimeSettings {
 
 /// The provider runtime. Cheap to clone; clones share everything.
 ///
-/// The call methods (`info`, `generate`, ...) run the guest on the calling
-/// thread. From async code, call them through [`Runtime::blocking`]: a
-/// guest's blocking I/O (stderr, HTTP bodies) cannot wait on a thread that
-/// drives async tasks (tokio refuses it with a panic).
+/// Every call is a future that runs the guest where it is polled: the guest
+/// yields at each epoch tick and every wait in the host is async, so a call
+/// holds no thread while it waits and ends at its deadline, however it is
+/// spent.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -87,9 +88,17 @@ impl Runtime {
         &self.inner.registry
     }
 
+    fn host(&self) -> Host<'_> {
+        Host {
+            engine: &self.inner.engine,
+            slots: &self.inner.slots,
+            metrics: self.inner.metrics.as_ref(),
+        }
+    }
+
     /// Fetches, verifies, compiles (or loads from the cache) and checks a
-    /// provider, on this thread. Does not put it in service.
-    pub fn load_blocking(
+    /// provider. Does not put it in service.
+    pub async fn load(
         &self,
         name: &str,
         source: ProviderSource,
@@ -104,23 +113,25 @@ impl Runtime {
                 max,
             });
         }
+        let request = LoadRequest {
+            name: name.into(),
+            source,
+            expected_sha256: expected_sha256.map(str::to_owned),
+            limits,
+            capabilities: Arc::new(capabilities),
+        };
         load::load(
-            &self.inner.engine,
+            &self.host(),
             &self.inner.linker,
             self.inner.settings.cache.as_ref(),
-            LoadRequest {
-                name: name.into(),
-                source,
-                expected_sha256: expected_sha256.map(str::to_owned),
-                limits,
-                capabilities: Arc::new(capabilities),
-            },
+            request,
         )
+        .await
     }
 
-    /// Loads a provider off the async runtime and, only if every stage
-    /// passed, puts it in service atomically. Returns the new version and
-    /// the one it replaced; on error the registry is unchanged.
+    /// Loads a provider and, only if every stage passed, puts it in service
+    /// atomically. Returns the new version and the one it replaced; on
+    /// error the registry is unchanged.
     pub async fn swap(
         &self,
         name: &str,
@@ -129,31 +140,12 @@ impl Runtime {
         limits: Limits,
         capabilities: Capabilities,
     ) -> Result<(Arc<LoadedProvider>, Option<Arc<LoadedProvider>>), Error> {
-        let this = self.clone();
-        let (name, expected) = (name.to_owned(), expected_sha256.map(str::to_owned));
-        let loaded = tokio::task::spawn_blocking(move || {
-            this.load_blocking(&name, source, expected.as_deref(), limits, capabilities)
-        })
-        .await??;
-        let loaded = Arc::new(loaded);
+        let loaded = Arc::new(
+            self.load(name, source, expected_sha256, limits, capabilities)
+                .await?,
+        );
         let previous = self.inner.registry.install(loaded.clone());
         Ok((loaded, previous))
-    }
-
-    /// Runs `f` on a blocking thread once an instance slot is free: guest
-    /// code is synchronous and must not hold up the async runtime's workers.
-    pub async fn blocking<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Runtime) -> Result<R, CallError> + Send + 'static,
-    ) -> Result<R, CallError> {
-        let _slot = self
-            .inner
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| CallError::NotLoaded("the runtime is shutting down".into()))?;
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || f(&this)).await?
     }
 
     fn provider(&self, name: &str) -> Result<Arc<LoadedProvider>, CallError> {
@@ -168,146 +160,155 @@ impl Runtime {
         self.inner.metrics.as_ref()
     }
 
-    /// Runs `export` of the current version of `provider`; `body` makes the
-    /// call on the instance, or returns `None` if the provider's world has no
-    /// such export.
-    fn call<R: call::OutputSize>(
-        &self,
-        provider: &str,
-        export: &'static str,
-        body: impl FnOnce(
-            &mut Store<CallState>,
-            &ComponentInstance,
-            &ProviderPre,
-        ) -> Option<GuestResult<R>>,
-    ) -> Result<R, CallError> {
-        call::run(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            export,
-            self.metrics(),
-            body,
-        )
-    }
-
     /// What `provider` says of itself (every world exports it).
-    pub fn info(&self, provider: &str) -> Result<types::ProviderInfo, CallError> {
-        call::info(
-            &self.inner.engine,
-            &*self.provider(provider)?,
-            self.metrics(),
-        )
+    pub async fn info(&self, provider: &str) -> Result<types::ProviderInfo, CallError> {
+        let provider = self.provider(provider)?;
+        call::info(&self.host(), &provider.callee()).await
     }
 
     /// `bootstrap.generate` of `provider`.
-    pub fn generate(
+    pub async fn generate(
         &self,
         provider: &str,
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
-        self.call(
-            provider,
+        let provider = self.provider(provider)?;
+        call::run(
+            &self.host(),
+            &provider.callee(),
             "bootstrap.generate",
-            |store, instance, pre| match &pre.world {
-                WorldExports::Bootstrap(bootstrap) => Some(
-                    bootstrap
-                        .load(&mut *store, instance)
-                        .and_then(|b| b.call_generate(store, request)),
-                ),
+            async |store, instance, pre| match &pre.world {
+                WorldExports::Bootstrap(bootstrap) => {
+                    Some(match bootstrap.load(&mut *store, instance) {
+                        Ok(exports) => exports.call_generate(store, request).await,
+                        Err(error) => Err(error),
+                    })
+                }
                 WorldExports::Infrastructure(_) => None,
             },
         )
+        .await
     }
 
     /// `machine-pools.reconcile` of `provider`.
-    pub fn reconcile_pool(
+    pub async fn reconcile_pool(
         &self,
         provider: &str,
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
-        self.infrastructure(provider, "machine-pools.reconcile", |store, i, x| {
+        let provider = self.provider(provider)?;
+        self.infrastructure(&provider, "machine-pools.reconcile", async |store, i, x| {
             x.machine_pools
                 .load(&mut *store, i)?
                 .call_reconcile(store, request)
+                .await
         })
+        .await
     }
 
     /// `machine-pools.delete` of `provider`.
-    pub fn delete_pool(
+    pub async fn delete_pool(
         &self,
         provider: &str,
         request: &machine_pools::DeleteRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        self.infrastructure(provider, "machine-pools.delete", |store, i, x| {
+        let provider = self.provider(provider)?;
+        self.infrastructure(&provider, "machine-pools.delete", async |store, i, x| {
             x.machine_pools
                 .load(&mut *store, i)?
                 .call_delete(store, request)
+                .await
         })
+        .await
     }
 
     /// `clusters.reconcile` of `provider`.
-    pub fn reconcile_cluster(
+    pub async fn reconcile_cluster(
         &self,
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
-        self.infrastructure(provider, "clusters.reconcile", |store, i, x| {
+        let provider = self.provider(provider)?;
+        self.infrastructure(&provider, "clusters.reconcile", async |store, i, x| {
             x.clusters
                 .load(&mut *store, i)?
                 .call_reconcile(store, request)
+                .await
         })
+        .await
     }
 
     /// `clusters.delete` of `provider`.
-    pub fn delete_cluster(
+    pub async fn delete_cluster(
         &self,
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        self.infrastructure(provider, "clusters.delete", |store, i, x| {
-            x.clusters.load(&mut *store, i)?.call_delete(store, request)
+        let provider = self.provider(provider)?;
+        self.infrastructure(&provider, "clusters.delete", async |store, i, x| {
+            x.clusters
+                .load(&mut *store, i)?
+                .call_delete(store, request)
+                .await
         })
+        .await
     }
 
     /// `provider-ids.provider-id` of `provider`.
-    pub fn provider_id(
+    pub async fn provider_id(
         &self,
         provider: &str,
         config: &str,
         instance: &Instance,
     ) -> Result<String, CallError> {
-        self.infrastructure(provider, "provider-ids.provider-id", |store, i, x| {
-            x.provider_ids
-                .load(&mut *store, i)?
-                .call_provider_id(store, config, instance)
-        })
+        let provider = self.provider(provider)?;
+        self.infrastructure(
+            &provider,
+            "provider-ids.provider-id",
+            async |store, i, x| {
+                x.provider_ids
+                    .load(&mut *store, i)?
+                    .call_provider_id(store, config, instance)
+                    .await
+            },
+        )
+        .await
     }
 
     /// `provider-ids.owns` of `provider`.
-    pub fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
-        self.infrastructure(provider, "provider-ids.owns", |store, i, x| {
+    pub async fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
+        let provider = self.provider(provider)?;
+        self.infrastructure(&provider, "provider-ids.owns", async |store, i, x| {
             x.provider_ids
                 .load(&mut *store, i)?
                 .call_owns(store, provider_id)
+                .await
                 .map(Ok)
         })
+        .await
     }
 
     /// An export only the infrastructure world has.
-    fn infrastructure<R: call::OutputSize>(
+    async fn infrastructure<R: call::OutputSize>(
         &self,
-        provider: &str,
+        provider: &LoadedProvider,
         export: &'static str,
-        body: impl FnOnce(
+        body: impl AsyncFnOnce(
             &mut Store<CallState>,
             &ComponentInstance,
             &InfrastructureExports,
         ) -> GuestResult<R>,
     ) -> Result<R, CallError> {
-        self.call(provider, export, |store, instance, pre| match &pre.world {
-            WorldExports::Infrastructure(exports) => Some(body(store, instance, exports)),
-            WorldExports::Bootstrap(_) => None,
-        })
+        call::run(
+            &self.host(),
+            &provider.callee(),
+            export,
+            async |store, instance, pre| match &pre.world {
+                WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),
+                WorldExports::Bootstrap(_) => None,
+            },
+        )
+        .await
     }
 }
 
@@ -320,8 +321,8 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let l = &mut linker;
     log::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
     types::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
-    // io, clocks, random, stdin/stdout/stderr.
-    wasmtime_wasi::p2::add_to_linker_proxy_interfaces_sync(l)?;
+    // io, clocks, random, stdin/stdout/stderr: their waits are async.
+    wasmtime_wasi::p2::add_to_linker_proxy_interfaces_async(l)?;
     cli::exit::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
     cli::environment::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
     cli::terminal_input::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
@@ -332,6 +333,6 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     // The standard library seeds its hash maps from these.
     random::insecure::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
     random::insecure_seed::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(l)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)?;
     Ok(linker)
 }

@@ -7,6 +7,7 @@
 //! about MachinePools or WebAssembly.
 
 mod error;
+pub mod generated;
 mod kubeconfig;
 mod nodes;
 mod watch;
@@ -18,6 +19,9 @@ use std::time::Duration;
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
@@ -119,6 +123,12 @@ pub struct WorkloadClusters {
 struct Shared {
     /// Reads the kubeconfig Secrets.
     management: Client,
+    /// The management cluster's labelled Secrets, metadata only: a
+    /// kubeconfig Secret is read only when it changed.
+    secrets: Store<PartialObjectMeta<Secret>>,
+    /// When each cluster's kubeconfig client certificate expires, by the
+    /// version of the Secret it was read from.
+    expiries: Mutex<HashMap<ClusterKey, (SecretVersion, Option<Timestamp>)>>,
     settings: Settings,
     events: mpsc::UnboundedSender<NodeEvent>,
     connections: Mutex<HashMap<ClusterKey, Arc<Connection>>>,
@@ -142,17 +152,22 @@ struct SecretVersion {
 }
 
 impl WorkloadClusters {
-    /// Workload-cluster access reading kubeconfig Secrets with `management`.
-    /// Node events of every watched cluster come out of the returned stream,
-    /// which is unbounded so that a slow consumer never stalls a watch; it
-    /// ends once every clone of the returned value is dropped.
+    /// Workload-cluster access reading kubeconfig Secrets with `management`
+    /// when `secrets` (a cache of labelled Secrets' metadata) says they
+    /// changed, or does not hold them. Node events of every watched cluster
+    /// come out of the returned stream, which is unbounded so that a slow
+    /// consumer never stalls a watch; it ends once every clone of the
+    /// returned value is dropped.
     pub fn new(
         management: Client,
+        secrets: Store<PartialObjectMeta<Secret>>,
         settings: Settings,
     ) -> (Self, impl Stream<Item = NodeEvent> + Send + 'static) {
         let (events, receiver) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             management,
+            secrets,
+            expiries: Mutex::new(HashMap::new()),
             settings,
             events,
             connections: Mutex::new(HashMap::new()),
@@ -166,9 +181,9 @@ impl WorkloadClusters {
     /// A client for the cluster's API server, built from Secret
     /// `<name>-kubeconfig` (key `value`) in the cluster's namespace.
     ///
-    /// Every call reads the Secret; the client is built again when the
-    /// Secret changed (and the Node watch, if running, restarted with it),
-    /// and dropped when the Secret is gone or no longer usable.
+    /// The client is built again when the Secret changed (and the Node
+    /// watch, if running, restarted with it), and dropped when the Secret is
+    /// gone or no longer usable.
     pub async fn client(&self, cluster: &ClusterKey) -> Result<Client, Error> {
         Ok(self.connection(cluster).await?.client.clone())
     }
@@ -195,21 +210,76 @@ impl WorkloadClusters {
     /// Stops the cluster's Node watch and drops its client (the Cluster was
     /// deleted). A later call connects again.
     pub fn forget(&self, cluster: &ClusterKey) {
+        self.expiries().remove(cluster);
         if self.connections().remove(cluster).is_some() {
             tracing::info!(%cluster, "stopped workload cluster access");
         }
     }
 
-    async fn connection(&self, cluster: &ClusterKey) -> Result<Arc<Connection>, Error> {
+    /// When the client certificate of the cluster's kubeconfig expires, if
+    /// it has one (whether or not the kubeconfig is otherwise usable). The
+    /// Secret is read only when the cache says it changed.
+    pub async fn client_certificate_expiry(
+        &self,
+        cluster: &ClusterKey,
+    ) -> Result<Option<Timestamp>, Error> {
+        let cached = self.cached_version(cluster);
+        if let Some(version) = &cached
+            && let Some((read, expiry)) = self.expiries().get(cluster)
+            && read == version
+        {
+            return Ok(*expiry);
+        }
+        let Some(secret) = self.read_secret(cluster).await? else {
+            self.expiries().remove(cluster);
+            return Ok(None);
+        };
+        let expiry = secret
+            .data
+            .as_ref()
+            .and_then(|data| data.get(KUBECONFIG_KEY))
+            .and_then(|value| generated::client_certificate_expiry(&value.0));
+        self.expiries()
+            .insert(cluster.clone(), (SecretVersion::of(&secret), expiry));
+        Ok(expiry)
+    }
+
+    /// The version of the cluster's kubeconfig Secret the cache holds, if
+    /// it holds it (it has the cluster-name label).
+    fn cached_version(&self, cluster: &ClusterKey) -> Option<SecretVersion> {
         let name = cluster.kubeconfig_secret_name();
-        let secret = Api::<Secret>::namespaced(self.shared.management.clone(), &cluster.namespace)
+        self.shared
+            .secrets
+            .get(&ObjectRef::new(&name).within(&cluster.namespace))
+            .map(|cached| SecretVersion {
+                uid: cached.metadata.uid.clone(),
+                resource_version: cached.metadata.resource_version.clone(),
+            })
+    }
+
+    async fn read_secret(&self, cluster: &ClusterKey) -> Result<Option<Secret>, Error> {
+        let name = cluster.kubeconfig_secret_name();
+        Api::<Secret>::namespaced(self.shared.management.clone(), &cluster.namespace)
             .get_opt(&name)
             .await
             .map_err(|source| Error::GetKubeconfigSecret {
                 namespace: cluster.namespace.clone(),
-                name: name.clone(),
+                name,
                 source,
-            })?;
+            })
+    }
+
+    async fn connection(&self, cluster: &ClusterKey) -> Result<Arc<Connection>, Error> {
+        let name = cluster.kubeconfig_secret_name();
+        // The Secret is read only when the cache says it changed since the
+        // client was built, or does not hold it (no cluster-name label).
+        if let Some(version) = self.cached_version(cluster)
+            && let Some(connection) = self.connections().get(cluster)
+            && connection.secret == version
+        {
+            return Ok(connection.clone());
+        }
+        let secret = self.read_secret(cluster).await?;
         let Some(secret) = secret else {
             self.disconnect(cluster, None, "the kubeconfig Secret is gone");
             return Err(Error::KubeconfigSecretNotFound {
@@ -321,6 +391,14 @@ impl WorkloadClusters {
             self.shared.settings.watch_timeout,
             self.shared.events.clone(),
         )
+    }
+
+    fn expiries(&self) -> MutexGuard<'_, HashMap<ClusterKey, (SecretVersion, Option<Timestamp>)>> {
+        // As `connections`: every change is a single insert or remove.
+        self.shared
+            .expiries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn connections(&self) -> MutexGuard<'_, HashMap<ClusterKey, Arc<Connection>>> {

@@ -41,6 +41,8 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
 /// bytes, compile, find its world and version, check calls), in service in
 /// `runtime` under its file stem.
 struct Loaded {
+    /// Where the calls run: the command is one short-lived call at a time.
+    executor: tokio::runtime::Runtime,
     runtime: Runtime,
     provider: Arc<LoadedProvider>,
     size: usize,
@@ -49,6 +51,10 @@ struct Loaded {
 /// Loads `path` the way a ProviderModule's component is loaded, so that it
 /// fails for the same reasons, each said with what to do about it.
 fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Result<Loaded> {
+    let executor = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
     let runtime = Runtime::new(
         wasm::RuntimeSettings {
             max_memory_bytes: limits.memory_bytes,
@@ -74,18 +80,19 @@ fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Resu
         || "provider".to_owned(),
         |s| s.to_string_lossy().into_owned(),
     );
-    let provider = runtime
-        .load_blocking(
+    let provider = executor
+        .block_on(runtime.load(
             &name,
             ProviderSource::Bytes(bytes),
             None,
             limits,
             capabilities,
-        )
+        ))
         .map_err(|e| refused(path, &e))?;
     let provider = Arc::new(provider);
     runtime.registry().install(provider.clone());
     Ok(Loaded {
+        executor,
         runtime,
         provider,
         size,

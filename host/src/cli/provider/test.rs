@@ -139,31 +139,43 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
 
 /// Makes the call; the result as JSON.
 fn call(loaded: &Loaded, call: Call) -> Result<serde_json::Value, CallError> {
+    loaded.executor.block_on(make(loaded, call))
+}
+
+async fn make(loaded: &Loaded, call: Call) -> Result<serde_json::Value, CallError> {
     let (runtime, name) = (&loaded.runtime, loaded.provider.name());
     match call {
         Call::Generate(r) => runtime
             .generate(name, &r)
+            .await
             .map(|d| to_json(&json::BootstrapData::from(d))),
         Call::ReconcilePool(r) => runtime
             .reconcile_pool(name, &r)
+            .await
             .map(|s| to_json(&json::PoolState::from(s))),
         Call::DeletePool(r) => runtime
             .delete_pool(name, &r)
+            .await
             .map(|o| to_json(&json::DeleteOutcome::from(o))),
         Call::ReconcileCluster(r) => runtime
             .reconcile_cluster(name, &r)
+            .await
             .map(|s| to_json(&json::ClusterState::from(s))),
         Call::DeleteCluster(r) => runtime
             .delete_cluster(name, &r)
+            .await
             .map(|o| to_json(&json::DeleteOutcome::from(o))),
         Call::ProviderId { config, instance } => runtime
             .provider_id(name, &config, &instance)
+            .await
             .map(serde_json::Value::String),
         Call::Owns(provider_id) => runtime
             .owns(name, &provider_id)
+            .await
             .map(serde_json::Value::Bool),
         Call::Info => runtime
             .info(name)
+            .await
             .map(|i| to_json(&json::ProviderInfo::from(i))),
         // What the export returned when the component was loaded (and checked).
         Call::ConfigSchema => Ok(loaded.provider.config_schema.clone()),

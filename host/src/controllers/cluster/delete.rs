@@ -1,36 +1,29 @@
 //! Deleting a Cluster in upstream's order: its MachinePools first, then the
 //! control plane, then the infrastructure; only then the finalizer goes.
 
-use kube::api::{DeleteParams, ListParams};
+use kube::api::DeleteParams;
 use kube::{Api, ResourceExt as _};
 
 use super::CONTROLLER;
-use super::reconcile::Scope;
 use crate::api::conditions::Desired;
-use crate::api::{ConditionType, MachinePool, Reason};
+use crate::api::{Cluster, ConditionType, MachinePool, Reason};
+use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::reconciler::Scope;
+use crate::workload::ClusterKey;
 
-/// Deletes what belongs to the Cluster, one stage at a time. `None` once
-/// everything is gone and the finalizer may be removed.
-pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>, Error> {
-    let cluster = scope.cluster;
-    let namespace = cluster.namespace().unwrap_or_default();
-    let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &namespace);
+/// Asks for the deletion of the Cluster's MachinePools and waits until they
+/// are gone (the pool cache brings the Cluster back as each goes).
+pub async fn workers(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
+    let cluster = scope.object.clone();
     // By spec.clusterName, not the label: a pool never reconciled has no label yet.
-    let remaining: Vec<MachinePool> = pools
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::Get {
-            kind: "MachinePool",
-            name: namespace.clone(),
-            source,
-        })?
-        .items
-        .into_iter()
-        .filter(|p| p.spec.cluster_name == cluster.name_any())
-        .collect();
+    let remaining = ctx.caches.pools_by_cluster.get(
+        ctx.caches.pools.store(),
+        &cluster_key(&*cluster, &cluster.name_any()),
+    );
+    let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &scope.namespace());
     for pool in remaining
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -50,58 +43,88 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
             }
         }
     }
-    if !remaining.is_empty() {
-        let names: Vec<String> = remaining.iter().map(kube::ResourceExt::name_any).collect();
-        let message = format!("* MachinePools: {}", names.join(", "));
-        scope.set(Desired::holds(
-            ConditionType::Deleting,
-            Reason::WaitingForWorkersDeletion,
-            message.clone(),
-        ));
-        return Ok(Some(Outcome::Wait(Wait::on_change(
-            Reason::WaitingForWorkersDeletion,
-            message,
-        ))));
+    if remaining.is_empty() && no_pools_left(&pools, &cluster.name_any()).await? {
+        scope.found.workers_gone = true;
+        return Ok(Outcome::Continue);
     }
+    let mut names: Vec<String> = remaining.iter().map(|p| p.name_any()).collect();
+    names.sort();
+    let message = format!("* MachinePools: {}", names.join(", "));
+    scope.set(Desired::holds(
+        ConditionType::Deleting,
+        Reason::WaitingForWorkersDeletion,
+        message.clone(),
+    ));
+    Ok(Outcome::Wait(Wait::on_change(
+        Reason::WaitingForWorkersDeletion,
+        message,
+    )))
+}
 
+/// Whether the server, not only the cache, knows no pool of the Cluster
+/// (by its label, as upstream lists a Cluster's descendants): the control
+/// plane and the infrastructure go next, for good.
+async fn no_pools_left(pools: &Api<MachinePool>, cluster: &str) -> Result<bool, Error> {
+    let selector = format!("{}={cluster}", crate::api::labels::CLUSTER_NAME);
+    let listed = pools
+        .list_metadata(&kube::api::ListParams::default().labels(&selector).limit(1))
+        .await
+        .map_err(|source| Error::Get {
+            kind: "MachinePool",
+            name: selector,
+            source,
+        })?;
+    Ok(listed.items.is_empty())
+}
+
+/// Once the pools are gone: the control plane, then the infrastructure,
+/// each deleted and awaited in turn.
+pub async fn references(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
+    if !scope.found.workers_gone {
+        return Ok(Outcome::Continue);
+    }
+    let spec = &scope.object.spec;
     let references = [
-        cluster.spec.control_plane_ref.clone(),
-        cluster.spec.infrastructure_ref.clone(),
+        spec.control_plane_ref.clone(),
+        spec.infrastructure_ref.clone(),
     ];
     for reference in references.into_iter().flatten() {
-        let resolved = match scope.resolve(ctx, &reference).await {
-            Ok(resolved) => resolved,
-            // No CRD serves the kind any more: no such object can exist.
-            Err(Error::Reference { source, .. }) if source.reason() == Reason::ReferenceInvalid => {
-                continue;
-            }
-            Err(error) => return Err(error),
-        };
-        let exists = ctx
-            .external
-            .delete(&resolved, &namespace, &reference.name)
-            .await
-            .map_err(|source| Error::Reference {
-                reference: reference.to_string(),
-                source,
-            })?;
-        if exists {
+        if scope.delete_reference(ctx, &reference).await? {
             let message = format!("waiting for {reference} to be deleted");
             scope.set(Desired::holds(
                 ConditionType::Deleting,
                 Reason::WaitingForInfrastructureDeletion,
                 message.clone(),
             ));
-            return Ok(Some(Outcome::Wait(Wait::on_change(
+            return Ok(Outcome::Wait(Wait::on_change(
                 Reason::WaitingForInfrastructureDeletion,
                 message,
-            ))));
+            )));
         }
     }
+    scope.found.references_gone = true;
+    Ok(Outcome::Continue)
+}
+
+/// Once everything is gone: the workload cluster is forgotten and the
+/// deletion announced, and the finalizer may go.
+pub async fn completed(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
+    if !scope.found.references_gone {
+        return Ok(Outcome::Continue);
+    }
+    let name = scope.object.name_any();
+    ctx.workload
+        .forget(&ClusterKey::new(scope.namespace(), name.clone()));
     scope.set(Desired::holds(
         ConditionType::Deleting,
         Reason::DeletionCompleted,
         "",
     ));
-    Ok(None)
+    ctx.publish(
+        &scope.reference(),
+        Reason::DeletionCompleted,
+        format!("Cluster {name} has been deleted"),
+    )
+    .await;
+    Ok(Outcome::Continue)
 }

@@ -1,134 +1,99 @@
-//! Provisioning a WasmCluster's shared infrastructure through an
-//! infrastructure-provider component: endpoint, failure domains, readiness;
-//! on deletion, the provider's delete until it is done.
+//! The WasmCluster as the frame reconciles it: its owner Cluster, then the
+//! cluster's shared infrastructure through an infrastructure-provider
+//! component (endpoint, failure domains, readiness); on deletion, the
+//! provider's delete until it is done.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::controller::Action;
-use kube::{Api, Resource as _, ResourceExt as _};
+use kube::ResourceExt as _;
 use serde_json::json;
 
+use super::machinepool::deletion;
 use super::{CONTROLLER_CLUSTER as CONTROLLER, guest_io};
 use crate::api::provider::{
     CLUSTER_FINALIZER, INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization,
-    WasmClusterStatus,
 };
-use crate::api::providermodule::ProviderWorld;
-use crate::api::{ApiEndpoint, Cluster, Reason, WasmCluster, labels};
+use crate::api::{ApiEndpoint, Cluster, ConditionType, Reason, WasmCluster};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::outcome::Wait;
-use crate::controllers::provider::{self, Step};
+use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::provider::{self, Found, Prepared};
+use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::controllers::write;
+use crate::phases;
 use crate::wasm::clusters::ClusterRequest;
-use crate::wasm::types::ClusterInfo;
 
-pub async fn reconcile(object: Arc<WasmCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile(CONTROLLER);
-    let before = object.status.clone().unwrap_or_default();
-    let mut status = before.clone();
-    let result = if object.meta().deletion_timestamp.is_some() {
-        delete(&object, &ctx).await
-    } else {
-        provision(&object, &ctx, &mut status).await
-    };
-    let finalizer = Some(CLUSTER_FINALIZER);
-    provider::conclude(
-        &ctx,
-        CONTROLLER,
-        INFRASTRUCTURE_FIELD_MANAGER,
-        &*object,
-        finalizer,
-        &before,
-        status,
-        result,
-    )
-    .await
-}
+impl Reconciler for WasmCluster {
+    type Found = Found;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = INFRASTRUCTURE_FIELD_MANAGER;
+    const FINALIZER: Option<&'static str> = Some(CLUSTER_FINALIZER);
+    const SUMMARY: ConditionType = ConditionType::Ready;
+    const PHASES: &'static [Phase<Self>] = phases![WasmCluster:
+        owner,
+        provider::prepare::<WasmCluster>,
+        provision,
+    ];
+    const DELETE_PHASES: &'static [Phase<Self>] =
+        phases![WasmCluster: provider::prepare::<WasmCluster>, delete];
 
-#[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature
-pub fn error_policy(object: Arc<WasmCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.error_action(CONTROLLER, &object.uid().unwrap_or_default(), error)
-}
+    /// The owner Cluster, from the cache.
+    fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
+        Ok(provider::capi_owner(self, "Cluster").and_then(|owner| {
+            ctx.caches
+                .clusters
+                .get(self.namespace().as_deref(), &owner.name)
+        }))
+    }
 
-/// The owner Cluster, or what is missing.
-async fn owner(object: &WasmCluster, ctx: &Context) -> Result<Result<Cluster, Wait>, Error> {
-    let Some(owner) = provider::capi_owner(object, "Cluster") else {
-        return Ok(Err(Wait::on_change(
-            Reason::WaitingForOwner,
-            "waiting for a Cluster to reference this object",
-        )));
-    };
-    let clusters: Api<Cluster> =
-        Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
-    match clusters.get_opt(&owner.name).await {
-        Ok(Some(cluster)) => Ok(Ok(cluster)),
-        Ok(None) => Ok(Err(Wait::on_change(
-            Reason::OwnerNotFound,
-            format!("the owner Cluster {:?} does not exist", owner.name),
-        ))),
-        Err(source) => Err(Error::Get {
-            kind: "Cluster",
-            name: owner.name,
-            source,
-        }),
+    fn summarize(scope: &mut Scope<Self>, _: &Context, results: &[Result<Outcome, Error>]) {
+        provider::summarize(scope, results);
     }
 }
 
-fn request(
-    object: &WasmCluster,
-    cluster: ClusterInfo,
-    prepared: &provider::Prepared,
-) -> ClusterRequest {
+/// Waits for a Cluster to own the object.
+async fn owner(scope: &mut Scope<WasmCluster>, _: &Context) -> Result<Outcome, Error> {
+    if scope.cluster.is_some() {
+        return Ok(Outcome::Continue);
+    }
+    Ok(Outcome::Wait(
+        match provider::capi_owner(&*scope.object, "Cluster") {
+            None => Wait::on_change(
+                Reason::WaitingForOwner,
+                "waiting for a Cluster to reference this object",
+            ),
+            Some(owner) => Wait::on_change(
+                Reason::OwnerNotFound,
+                format!("the owner Cluster {:?} does not exist", owner.name),
+            ),
+        },
+    ))
+}
+
+fn request(scope: &Scope<WasmCluster>, prepared: &Prepared) -> ClusterRequest {
+    let object = &*scope.object;
     ClusterRequest {
         cluster_object: provider::object_ref(object),
-        cluster,
+        cluster: provider::cluster_info(object, scope.cluster.as_deref(), None),
         config: prepared.config.clone(),
         idempotency_key: object.uid().unwrap_or_default(),
         credentials: prepared.credentials.clone(),
     }
 }
 
-async fn provision(
-    object: &WasmCluster,
-    ctx: &Context,
-    status: &mut WasmClusterStatus,
-) -> Result<(Step, Option<Duration>), Error> {
-    let cluster = match owner(object, ctx).await? {
-        Ok(cluster) => cluster,
-        Err(wait) => return Ok((Step::Wait(wait), None)),
+/// Calls the provider and records the endpoint (unless one was given),
+/// failure domains and readiness it reports.
+async fn provision(scope: &mut Scope<WasmCluster>, ctx: &Context) -> Result<Outcome, Error> {
+    let (Some(_), Some(prepared)) = (&scope.cluster, scope.found.prepared.as_ref()) else {
+        return Ok(Outcome::Continue);
     };
-    if let Some(why) = crate::controllers::paused::why(object, &cluster) {
-        return Ok((Step::Paused(why), None));
-    }
-    if !object.finalizers().iter().any(|f| f == CLUSTER_FINALIZER) {
-        write::fields(
-            ctx,
-            CONTROLLER,
-            INFRASTRUCTURE_FIELD_MANAGER,
-            object,
-            "metadata",
-            json!({ "metadata": { "finalizers": [CLUSTER_FINALIZER] } }),
-        )
-        .await?;
-    }
-    let prepared = match provider::prepare(
-        ctx,
-        &object.spec.provider,
-        ProviderWorld::Infrastructure,
-        object.spec.config.as_ref(),
-    )
-    .await?
-    {
-        Ok(prepared) => prepared,
-        Err(wait) => return Ok((Step::Wait(wait), None)),
-    };
-    let request = request(object, provider::cluster_info(&cluster, None), &prepared);
-    let module = object.spec.provider.clone();
+    let request = request(scope, prepared);
+    let served_by = prepared.served_by();
+    let object = scope.object.clone();
     let state = ctx
         .runtime
-        .blocking(move |runtime| runtime.reconcile_cluster(&module, &request))
+        .reconcile_cluster(&object.spec.provider, &request)
         .await
         .map_err(Error::Guest)?;
 
@@ -143,67 +108,50 @@ async fn provision(
             ctx,
             CONTROLLER,
             INFRASTRUCTURE_FIELD_MANAGER,
-            object,
+            &*object,
             "spec",
             json!({ "spec": { "controlPlaneEndpoint": { "host": endpoint.host, "port": endpoint.port } } }),
         )
         .await?;
     }
+    let status = &mut scope.status;
     let provisioned = status.ready || state.ready;
     status.ready = provisioned;
     status.initialization = provisioned.then_some(InfrastructureInitialization {
         provisioned: Some(true),
     });
     status.failure_domains = guest_io::failure_domains(&state.failure_domains);
-    status.common.served_by = Some(prepared.served_by());
-    let requeue = state
+    status.common.served_by = Some(served_by);
+    let asked = state
         .requeue_after_seconds
         .map(|s| Duration::from_secs(u64::from(s)));
-    let step = if state.ready {
-        Step::Done(Reason::Ready, "cluster infrastructure provisioned".into())
-    } else {
-        Step::Wait(Wait::on_change(
+    if !state.ready {
+        let wait = Wait::on_change(
             Reason::WaitingForInfrastructure,
             "the provider is provisioning the cluster infrastructure",
-        ))
-    };
-    Ok((step, requeue))
+        );
+        return Ok(Outcome::Wait(match asked {
+            Some(after) => Wait {
+                retry: crate::controllers::error::Retry::After(after),
+                ..wait
+            },
+            None => wait,
+        }));
+    }
+    scope.found.done = Some((Reason::Ready, "cluster infrastructure provisioned".into()));
+    Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
-async fn delete(object: &WasmCluster, ctx: &Context) -> Result<(Step, Option<Duration>), Error> {
-    if !object.finalizers().iter().any(|f| f == CLUSTER_FINALIZER) {
-        return Ok((Step::Done(Reason::DeletionCompleted, String::new()), None));
-    }
-    let prepared = match provider::prepare(
-        ctx,
-        &object.spec.provider,
-        ProviderWorld::Infrastructure,
-        object.spec.config.as_ref(),
-    )
-    .await?
-    {
-        Ok(prepared) => prepared,
-        Err(wait) => return Ok((Step::Wait(wait), None)),
+/// Calls the provider's delete until it says the infrastructure is gone.
+async fn delete(scope: &mut Scope<WasmCluster>, ctx: &Context) -> Result<Outcome, Error> {
+    let Some(prepared) = scope.found.prepared.as_ref() else {
+        return Ok(Outcome::Continue);
     };
-    let cluster = match owner(object, ctx).await {
-        Ok(Ok(cluster)) => provider::cluster_info(&cluster, None),
-        _ => ClusterInfo {
-            name: object
-                .labels()
-                .get(labels::CLUSTER_NAME)
-                .cloned()
-                .unwrap_or_default(),
-            namespace: object.namespace().unwrap_or_default(),
-            control_plane_endpoint: None,
-            kubernetes_version: None,
-        },
-    };
-    let request = request(object, cluster, &prepared);
-    let module = object.spec.provider.clone();
+    let request = request(scope, prepared);
     let outcome = ctx
         .runtime
-        .blocking(move |runtime| runtime.delete_cluster(&module, &request))
+        .delete_cluster(&scope.object.spec.provider, &request)
         .await
         .map_err(Error::Guest)?;
-    Ok(provider::deletion(outcome, "the cluster infrastructure"))
+    Ok(deletion(outcome, "the cluster infrastructure"))
 }

@@ -1,117 +1,95 @@
-//! Running a WasmMachinePool's instances through an infrastructure-provider
-//! component: desired replicas and bootstrap data in, instances, providerIDs
-//! and readiness out; on deletion, the provider's delete until it is done.
+//! The WasmMachinePool as the frame reconciles it: its owner MachinePool,
+//! then its instances through an infrastructure-provider component (desired
+//! replicas and bootstrap data in; instances, providerIDs and readiness
+//! out); on deletion, the provider's delete until it is done.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::controller::Action;
-use kube::{Api, Resource as _, ResourceExt as _};
+use kube::ResourceExt as _;
 use serde_json::json;
 
 use super::{CONTROLLER, guest_io};
 use crate::api::provider::{
-    INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, MACHINE_POOL_FINALIZER,
-    WasmMachinePoolStatus,
+    INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceState,
+    MACHINE_POOL_FINALIZER,
 };
-use crate::api::providermodule::ProviderWorld;
-use crate::api::{MachinePool, Reason, WasmMachinePool, labels};
+use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::outcome::Wait;
-use crate::controllers::provider::{self, Prepared, Step};
+use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::provider::{self, Found};
+use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::controllers::write;
+use crate::phases;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
-use crate::wasm::types::{BootstrapData, BootstrapFormat, ClusterInfo};
+use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
 
 /// How soon to look again at a pool whose instances are not all running,
 /// when the provider does not say (the host cannot watch a cloud).
 const POLL_NOT_READY: Duration = Duration::from_secs(10);
 
-pub async fn reconcile(pool: Arc<WasmMachinePool>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile(CONTROLLER);
-    let before = pool.status.clone().unwrap_or_default();
-    let mut status = before.clone();
-    let result = if pool.meta().deletion_timestamp.is_some() {
-        delete(&pool, &ctx, &status).await
-    } else {
-        provision(&pool, &ctx, &mut status).await
-    };
-    let finalizer = Some(MACHINE_POOL_FINALIZER);
-    provider::conclude(
-        &ctx,
-        CONTROLLER,
-        INFRASTRUCTURE_FIELD_MANAGER,
-        &*pool,
-        finalizer,
-        &before,
-        status,
-        result,
-    )
-    .await
-}
+impl Reconciler for WasmMachinePool {
+    type Found = Found;
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = INFRASTRUCTURE_FIELD_MANAGER;
+    const FINALIZER: Option<&'static str> = Some(MACHINE_POOL_FINALIZER);
+    const SUMMARY: ConditionType = ConditionType::Ready;
+    const PHASES: &'static [Phase<Self>] = phases![WasmMachinePool:
+        provider::owner_pool::<WasmMachinePool>,
+        provider::prepare::<WasmMachinePool>,
+        provision,
+    ];
+    const DELETE_PHASES: &'static [Phase<Self>] =
+        phases![WasmMachinePool: provider::prepare::<WasmMachinePool>, delete];
 
-#[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature
-pub fn error_policy(pool: Arc<WasmMachinePool>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.error_action(CONTROLLER, &pool.uid().unwrap_or_default(), error)
-}
-
-async fn provision(
-    pool: &WasmMachinePool,
-    ctx: &Context,
-    status: &mut WasmMachinePoolStatus,
-) -> Result<(Step, Option<Duration>), Error> {
-    let (machine_pool, cluster) = match provider::pool_owner(pool, ctx).await? {
-        Ok(found) => found,
-        Err(wait) => return Ok((Step::Wait(wait), None)),
-    };
-    if let Some(why) = crate::controllers::paused::why(pool, &cluster) {
-        return Ok((Step::Paused(why), None));
+    fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
+        provider::cluster_of_pool_owner(self, ctx)
     }
-    ensure_finalizer(pool, ctx).await?;
-    let prepared = match provider::prepare(
-        ctx,
-        &pool.spec.provider,
-        ProviderWorld::Infrastructure,
-        pool.spec.config.as_ref(),
-    )
-    .await?
-    {
-        Ok(prepared) => prepared,
-        Err(wait) => return Ok((Step::Wait(wait), None)),
+
+    fn summarize(scope: &mut Scope<Self>, _: &Context, results: &[Result<Outcome, Error>]) {
+        provider::summarize(scope, results);
+    }
+}
+
+/// Calls the provider with the desired replicas and the bootstrap data,
+/// and records the instances it reports.
+async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    let (Some(machine_pool), Some(prepared)) =
+        (scope.found.pool.clone(), scope.found.prepared.as_ref())
+    else {
+        return Ok(Outcome::Continue);
     };
     let replicas = u32::try_from(machine_pool.desired_replicas()).unwrap_or(0);
     let bootstrap_data = bootstrap_data(ctx, &machine_pool).await?;
     if bootstrap_data.is_none() && replicas > 0 {
-        return Ok((
-            Step::Wait(Wait::on_change(
-                Reason::WaitingForBootstrapData,
-                format!(
-                    "MachinePool {:?} has no bootstrap data Secret yet",
-                    machine_pool.name_any()
-                ),
-            )),
-            None,
-        ));
+        return Ok(Outcome::Wait(Wait::on_change(
+            Reason::WaitingForBootstrapData,
+            format!(
+                "MachinePool {:?} has no bootstrap data Secret yet",
+                machine_pool.name_any()
+            ),
+        )));
     }
+    let pool = scope.object.clone();
     let request = ReconcileRequest {
-        pool: provider::object_ref(pool),
+        pool: provider::object_ref(&*pool),
         cluster: provider::cluster_info(
-            &cluster,
+            &*pool,
+            scope.cluster.as_deref(),
             machine_pool.spec.template.spec.version.as_deref(),
         ),
         config: prepared.config.clone(),
         replicas,
         bootstrap_data,
-        instances: guest_io::to_instances(&status.instances),
+        instances: guest_io::to_instances(&scope.status.instances),
         idempotency_key: pool.uid().unwrap_or_default(),
         credentials: prepared.credentials.clone(),
     };
-    let module = pool.spec.provider.clone();
+    let served_by = prepared.served_by();
     let state = ctx
         .runtime
-        .blocking(move |runtime| runtime.reconcile_pool(&module, &request))
+        .reconcile_pool(&pool.spec.provider, &request)
         .await
         .map_err(Error::Guest)?;
 
@@ -123,122 +101,81 @@ async fn provision(
             ctx,
             CONTROLLER,
             INFRASTRUCTURE_FIELD_MANAGER,
-            pool,
+            &*pool,
             "spec",
             json!({ "spec": { "providerIDList": provider_ids } }),
         )
         .await?;
     }
+    let status = &mut scope.status;
+    // Once provisioned, the pool stays ready while it scales: its machines'
+    // readiness shows in their Nodes, as with upstream providers.
     let provisioned = status.ready || state.ready;
     status.replicas = Some(i32::try_from(provider_ids.len()).unwrap_or(i32::MAX));
     status.instances = instances;
-    // Once provisioned, the pool stays ready while it scales: its machines'
-    // readiness shows in their Nodes, as with upstream providers.
     status.ready = provisioned;
     status.initialization = provisioned.then_some(InfrastructureInitialization {
         provisioned: Some(true),
     });
-    status.common.served_by = Some(prepared.served_by());
-    let requeue = state
-        .requeue_after_seconds
-        .map(|s| Duration::from_secs(u64::from(s)))
-        .or((!state.ready).then_some(POLL_NOT_READY));
-    let step = if state.ready {
-        Step::Done(
-            Reason::Ready,
-            format!("{} of {replicas} instances running", running(status)),
-        )
-    } else {
-        Step::Wait(Wait::on_change(
-            Reason::WaitingForInstances,
-            format!("{} of {replicas} instances running", running(status)),
-        ))
-    };
-    Ok((step, requeue))
-}
-
-fn running(status: &WasmMachinePoolStatus) -> usize {
-    status
+    status.common.served_by = Some(served_by);
+    let running = status
         .instances
         .iter()
-        .filter(|i| i.state == crate::api::provider::InstanceState::Running)
-        .count()
+        .filter(|i| i.state == InstanceState::Running)
+        .count();
+    let message = format!("{running} of {replicas} instances running");
+    let asked = state
+        .requeue_after_seconds
+        .map(|s| Duration::from_secs(u64::from(s)));
+    if !state.ready {
+        return Ok(Outcome::Wait(Wait::after(
+            Reason::WaitingForInstances,
+            message,
+            asked.unwrap_or(POLL_NOT_READY),
+        )));
+    }
+    scope.found.done = Some((Reason::Ready, message));
+    Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
-async fn delete(
-    pool: &WasmMachinePool,
-    ctx: &Context,
-    status: &WasmMachinePoolStatus,
-) -> Result<(Step, Option<Duration>), Error> {
-    if !pool
-        .finalizers()
-        .iter()
-        .any(|f| f == MACHINE_POOL_FINALIZER)
-    {
-        return Ok((Step::Done(Reason::DeletionCompleted, String::new()), None));
-    }
-    let prepared: Prepared = match provider::prepare(
-        ctx,
-        &pool.spec.provider,
-        ProviderWorld::Infrastructure,
-        pool.spec.config.as_ref(),
-    )
-    .await?
-    {
-        Ok(prepared) => prepared,
-        Err(wait) => return Ok((Step::Wait(wait), None)),
+/// Calls the provider's delete until it says the instances are gone.
+async fn delete(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    let Some(prepared) = scope.found.prepared.as_ref() else {
+        return Ok(Outcome::Continue);
     };
-    let cluster = match provider::pool_owner(pool, ctx).await {
-        Ok(Ok((machine_pool, cluster))) => {
-            provider::cluster_info(&cluster, machine_pool.spec.template.spec.version.as_deref())
-        }
-        // The owners may be gone already; the provider still gets what is known.
-        _ => ClusterInfo {
-            name: pool
-                .labels()
-                .get(labels::CLUSTER_NAME)
-                .cloned()
-                .unwrap_or_default(),
-            namespace: pool.namespace().unwrap_or_default(),
-            control_plane_endpoint: None,
-            kubernetes_version: None,
-        },
-    };
+    let pool = scope.object.clone();
+    let version = scope
+        .found
+        .pool
+        .as_ref()
+        .and_then(|p| p.spec.template.spec.version.clone());
     let request = DeleteRequest {
-        pool: provider::object_ref(pool),
-        cluster,
+        pool: provider::object_ref(&*pool),
+        cluster: provider::cluster_info(&*pool, scope.cluster.as_deref(), version.as_deref()),
         config: prepared.config.clone(),
-        instances: guest_io::to_instances(&status.instances),
+        instances: guest_io::to_instances(&scope.status.instances),
         idempotency_key: pool.uid().unwrap_or_default(),
         credentials: prepared.credentials.clone(),
     };
-    let module = pool.spec.provider.clone();
     let outcome = ctx
         .runtime
-        .blocking(move |runtime| runtime.delete_pool(&module, &request))
+        .delete_pool(&pool.spec.provider, &request)
         .await
         .map_err(Error::Guest)?;
-    Ok(provider::deletion(outcome, "the pool's instances"))
+    Ok(deletion(outcome, "the pool's instances"))
 }
 
-/// Adds the finalizer (one server-side apply) before anything is provisioned.
-pub async fn ensure_finalizer(pool: &WasmMachinePool, ctx: &Context) -> Result<(), Error> {
-    if pool
-        .finalizers()
-        .iter()
-        .any(|f| f == MACHINE_POOL_FINALIZER)
-    {
-        return Ok(());
+/// How a provider's delete call ended: done, or in progress (look again
+/// when the provider says).
+pub fn deletion(outcome: DeleteOutcome, what: &str) -> Outcome {
+    match outcome {
+        DeleteOutcome::Done => Outcome::Continue,
+        DeleteOutcome::InProgress(seconds) => Outcome::Wait(Wait::after(
+            Reason::WaitingForProviderDeletion,
+            format!("the provider is removing {what}"),
+            Duration::from_secs(u64::from(seconds.max(1))),
+        )),
     }
-    write::fields(
-        ctx,
-        CONTROLLER,
-        INFRASTRUCTURE_FIELD_MANAGER,
-        pool,
-        "metadata",
-        json!({ "metadata": { "finalizers": [MACHINE_POOL_FINALIZER] } }),
-    )
-    .await
 }
 
 /// The pool's bootstrap data, from the Secret its MachinePool names.
@@ -256,28 +193,30 @@ async fn bootstrap_data(
     else {
         return Ok(None);
     };
-    let secrets: Api<Secret> = Api::namespaced(
-        ctx.client.clone(),
-        &machine_pool.namespace().unwrap_or_default(),
-    );
-    let secret = secrets.get_opt(name).await.map_err(|source| Error::Get {
-        kind: "Secret",
-        name: name.to_owned(),
-        source,
-    })?;
-    let Some(mut data) = secret.and_then(|s| s.data) else {
+    let namespace = machine_pool.namespace().unwrap_or_default();
+    let data = ctx
+        .secret_data
+        .get(&ctx.caches.secrets, &namespace, name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: name.to_owned(),
+            source,
+        })?;
+    let Some(value) = data.as_ref().and_then(|d| d.get("value")) else {
         return Ok(None);
     };
-    let Some(value) = data.remove("value") else {
-        return Ok(None);
-    };
-    let format = match data.get("format").map(|f| f.0.as_slice()) {
+    let format = match data
+        .as_ref()
+        .and_then(|d| d.get("format"))
+        .map(|f| f.0.as_slice())
+    {
         Some(b"ignition") => BootstrapFormat::Ignition,
         Some(b"shell-script") => BootstrapFormat::ShellScript,
         _ => BootstrapFormat::CloudConfig,
     };
     Ok(Some(BootstrapData {
         format,
-        value: value.0,
+        value: value.0.clone(),
     }))
 }

@@ -9,14 +9,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use kube::Api;
+use kube::runtime::Controller;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
 
 use super::context::Context;
+use super::reconciler::{error_policy, reconcile};
 use super::watches;
 use crate::api::provider::INFRASTRUCTURE_GROUP;
-use crate::api::{Cluster, MachinePool, ProviderModule, WasmCluster, WasmMachinePool};
+use crate::api::{ContractVersionedObjectReference, WasmCluster, WasmMachinePool};
 
 /// The WasmMachinePool controller's name in metrics and logs.
 pub const CONTROLLER: &str = "wasmmachinepool";
@@ -28,40 +28,32 @@ pub fn run_machine_pools(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
-    let metrics = ctx.metrics.clone();
-    let client = ctx.client.clone();
-    let controller = Controller::new(
-        Api::<WasmMachinePool>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce));
-    let store = controller.store();
-    controller
-        .watches(
-            Api::<MachinePool>::all(client.clone()),
-            watcher::Config::default(),
-            |pool| {
-                let reference = &pool.spec.template.spec.infrastructure_ref;
-                (reference.kind == "WasmMachinePool" && reference.api_group == INFRASTRUCTURE_GROUP)
-                    .then(|| {
-                        ObjectRef::new(&reference.name)
-                            .within(pool.metadata.namespace.as_deref().unwrap_or_default())
-                    })
-            },
+    let caches = &ctx.caches;
+    let store = caches.infra_pools.store().clone();
+    Controller::for_shared_stream(caches.infra_pools.subscribe(), store.clone())
+        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        .watches_shared_stream(caches.pools.subscribe(), |pool| {
+            referenced(
+                &pool.spec.template.spec.infrastructure_ref,
+                "WasmMachinePool",
+                pool.metadata.namespace.as_deref(),
+            )
+        })
+        .watches_shared_stream(
+            caches.clusters.subscribe(),
+            watches::by_cluster(store.clone(), caches.infra_pools_by_cluster.clone()),
         )
-        .watches(
-            Api::<Cluster>::all(client.clone()),
-            watches::cluster_changes(),
-            watches::by_cluster_label(store.clone()),
-        )
-        .watches(
-            Api::<ProviderModule>::all(client),
-            watcher::Config::default(),
+        .watches_shared_stream(
+            caches.modules.subscribe(),
             watches::by_provider(store, |p: &WasmMachinePool| p.spec.provider.clone()),
         )
         .graceful_shutdown_on(shutdown)
-        .run(machinepool::reconcile, machinepool::error_policy, ctx)
-        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
+        .run(
+            reconcile::<WasmMachinePool>,
+            error_policy::<WasmMachinePool>,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// Runs the WasmCluster controller until `shutdown` completes.
@@ -69,36 +61,32 @@ pub fn run_clusters(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
-    let metrics = ctx.metrics.clone();
-    let client = ctx.client.clone();
-    let controller = Controller::new(
-        Api::<WasmCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce));
-    let store = controller.store();
-    controller
-        .watches(
-            Api::<Cluster>::all(client.clone()),
-            watches::cluster_changes(),
-            |cluster| {
-                let reference = cluster.spec.infrastructure_ref.as_ref()?;
-                (reference.kind == "WasmCluster" && reference.api_group == INFRASTRUCTURE_GROUP)
-                    .then(|| {
-                        ObjectRef::new(&reference.name)
-                            .within(cluster.metadata.namespace.as_deref().unwrap_or_default())
-                    })
-            },
-        )
-        .watches(
-            Api::<ProviderModule>::all(client),
-            watcher::Config::default(),
+    let caches = &ctx.caches;
+    let store = caches.infra_clusters.store().clone();
+    Controller::for_shared_stream(caches.infra_clusters.subscribe(), store.clone())
+        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        .watches_shared_stream(caches.clusters.subscribe(), |cluster| {
+            referenced(
+                cluster.spec.infrastructure_ref.as_ref()?,
+                "WasmCluster",
+                cluster.metadata.namespace.as_deref(),
+            )
+        })
+        .watches_shared_stream(
+            caches.modules.subscribe(),
             watches::by_provider(store, |c: &WasmCluster| c.spec.provider.clone()),
         )
         .graceful_shutdown_on(shutdown)
-        .run(cluster::reconcile, cluster::error_policy, ctx)
-        .for_each(super::watches::count_watch_errors(
-            CONTROLLER_CLUSTER,
-            metrics,
-        ))
+        .run(reconcile::<WasmCluster>, error_policy::<WasmCluster>, ctx)
+        .for_each(|_| futures::future::ready(()))
+}
+
+/// The object `reference` names, if it is a `kind` of the infrastructure group.
+fn referenced<K: kube::Resource<DynamicType = ()>>(
+    reference: &ContractVersionedObjectReference,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Option<ObjectRef<K>> {
+    (reference.kind == kind && reference.api_group == INFRASTRUCTURE_GROUP)
+        .then(|| ObjectRef::new(&reference.name).within(namespace.unwrap_or_default()))
 }

@@ -4,19 +4,19 @@
 
 use serde_json::Value;
 
-use super::scope::Scope;
 use crate::api::conditions::Desired;
-use crate::api::{ConditionStatus, ConditionType, Reason};
+use crate::api::{ConditionType, MachinePool, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::external;
+use crate::controllers::external::{self, Mirror};
 use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::reconciler::Scope;
 
-pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error> {
-    let bootstrap = &scope.pool.spec.template.spec.bootstrap;
+pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    let bootstrap = &scope.object.spec.template.spec.bootstrap;
     let Some(reference) = bootstrap.config_ref.clone() else {
         if let Some(name) = bootstrap.data_secret_name.clone() {
-            scope.bootstrap_ready = true;
+            scope.found.bootstrap_ready = true;
             scope.set(Desired::holds(
                 ConditionType::BootstrapConfigReady,
                 Reason::DataSecretProvided,
@@ -39,7 +39,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     // Also when it does not exist: a new config has no owner yet, so its
     // creation does not reach this pool through the watch; backoff brings
     // the pool back (upstream does the same).
-    let (resolved, config) = match scope.adopted(ctx, &reference).await {
+    let (resolved, config) = match scope.adopt(ctx, &reference).await {
         Ok(found) => found,
         Err(error) => return Err(scope.failed(ConditionType::BootstrapConfigReady, error)),
     };
@@ -47,25 +47,14 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
         return Ok(Outcome::Continue);
     }
     let ready = external::contract_flag(&config, resolved.contract, "dataSecretCreated", "ready");
-    let mirrored = external::ready_condition(&config);
-    scope.set(Desired {
-        type_: ConditionType::BootstrapConfigReady,
-        status: ConditionStatus::from_bool(ready),
-        reason: if ready {
-            Reason::DataSecretAvailable
-        } else {
-            Reason::WaitingForDataSecret
-        },
-        message: mirrored
-            .map(|c| c.message)
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| {
-                format!(
-                    "{reference} has {}produced its data Secret",
-                    if ready { "" } else { "not yet " }
-                )
-            }),
-    });
+    scope.set(
+        Mirror {
+            type_: ConditionType::BootstrapConfigReady,
+            ready: Reason::DataSecretAvailable,
+            waiting: Reason::WaitingForDataSecret,
+        }
+        .of(&config, ready, &reference),
+    );
     if !ready {
         // Not sticky; dataSecretName keeps its old value (upstream).
         return Ok(Outcome::Wait(Wait::on_change(
@@ -80,7 +69,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
         let error = Error::DataSecretNameMissing(reference.to_string());
         return Err(scope.failed(ConditionType::BootstrapConfigReady, error));
     };
-    scope.data_secret_name = Some(name.to_owned());
-    scope.bootstrap_ready = true;
+    scope.found.data_secret_name = Some(name.to_owned());
+    scope.found.bootstrap_ready = true;
     Ok(Outcome::Continue)
 }

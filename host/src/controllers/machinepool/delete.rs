@@ -8,57 +8,50 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 
 use super::noderefs;
-use super::scope::Scope;
 use crate::api::conditions::Desired;
-use crate::api::{ConditionType, Reason};
+use crate::api::{ConditionType, MachinePool, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::reconciler::Scope;
 
-/// One deletion step. `None` once everything is gone.
-pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>, Error> {
-    let spec = &scope.pool.spec.template.spec;
+/// Asks for the bootstrap config's and the infrastructure object's
+/// deletion, and waits until both are gone.
+pub async fn references(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    let spec = &scope.object.spec.template.spec;
     let references = [
         spec.bootstrap.config_ref.clone(),
         Some(spec.infrastructure_ref.clone()),
     ];
     let mut remaining = Vec::new();
     for reference in references.into_iter().flatten() {
-        let resolved = match scope.resolve(ctx, &reference).await {
-            Ok(resolved) => resolved,
-            // No CRD serves the kind: no such object can exist.
-            Err(Error::Reference { source, .. }) if source.reason() == Reason::ReferenceInvalid => {
-                continue;
-            }
-            Err(error) => return Err(error),
-        };
-        let exists = ctx
-            .external
-            .delete(&resolved, &scope.namespace(), &reference.name)
-            .await
-            .map_err(|source| Error::Reference {
-                reference: reference.to_string(),
-                source,
-            })?;
-        if exists {
+        if scope.delete_reference(ctx, &reference).await? {
             remaining.push(reference.to_string());
         }
     }
-    if !remaining.is_empty() {
-        let message = format!("waiting for {} to be deleted", remaining.join(" and "));
-        scope.set(Desired::holds(
-            ConditionType::Deleting,
-            Reason::WaitingForInfrastructureDeletion,
-            message.clone(),
-        ));
-        // The watches on their kinds bring the pool back as they go.
-        return Ok(Some(Outcome::Wait(Wait::on_change(
-            Reason::WaitingForInfrastructureDeletion,
-            message,
-        ))));
+    if remaining.is_empty() {
+        scope.found.references_gone = true;
+        return Ok(Outcome::Continue);
     }
+    let message = format!("waiting for {} to be deleted", remaining.join(" and "));
+    scope.set(Desired::holds(
+        ConditionType::Deleting,
+        Reason::WaitingForInfrastructureDeletion,
+        message.clone(),
+    ));
+    // The caches of their kinds bring the pool back as they go.
+    Ok(Outcome::Wait(Wait::on_change(
+        Reason::WaitingForInfrastructureDeletion,
+        message,
+    )))
+}
 
-    // With the infrastructure gone every referenced Node has left the pool.
+/// Once the referenced objects are gone, deletes the Nodes the pool
+/// referenced (with the infrastructure gone, each has left the pool).
+pub async fn nodes(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    if !scope.found.references_gone {
+        return Ok(Outcome::Continue);
+    }
     let nodes: Vec<String> = scope
         .status
         .node_refs
@@ -95,21 +88,21 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Option<Outcome>
         Reason::DeletionCompleted,
         "",
     ));
-    Ok(None)
+    Ok(Outcome::Continue)
 }
 
 /// Whether `nodeDeletionTimeoutSeconds` has passed since the deletion was
 /// requested.
-fn node_deletion_timed_out(scope: &Scope<'_>) -> bool {
+fn node_deletion_timed_out(scope: &Scope<MachinePool>) -> bool {
     let timeout = scope
-        .pool
+        .object
         .spec
         .template
         .spec
         .deletion
         .as_ref()
         .and_then(|d| d.node_deletion_timeout_seconds);
-    let requested = scope.pool.metadata.deletion_timestamp.as_ref();
+    let requested = scope.object.metadata.deletion_timestamp.as_ref();
     timeout_passed(requested.map(|t| t.0), timeout, Timestamp::now())
 }
 

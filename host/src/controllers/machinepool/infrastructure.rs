@@ -4,24 +4,23 @@
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::scope::Scope;
 use crate::api::cluster::FailureFields;
-use crate::api::conditions::Desired;
-use crate::api::{ConditionStatus, ConditionType, ContractVersionedObjectReference, Reason};
+use crate::api::{ConditionType, ContractVersionedObjectReference, MachinePool, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::external::{self, ReferenceError};
+use crate::controllers::external::{self, Mirror, ReferenceError};
 use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::reconciler::Scope;
 
-pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error> {
-    let reference = scope.pool.spec.template.spec.infrastructure_ref.clone();
+pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    let reference = scope.object.spec.template.spec.infrastructure_ref.clone();
     let was_provisioned = scope
         .status
         .initialization
         .as_ref()
         .and_then(|i| i.infrastructure_provisioned)
         == Some(true);
-    let (resolved, object) = match scope.adopted(ctx, &reference).await {
+    let (resolved, object) = match scope.adopt(ctx, &reference).await {
         Ok(found) => found,
         Err(Error::Reference {
             source: ReferenceError::NotFound { .. },
@@ -54,26 +53,15 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
         None => FailureFields::default(),
     };
     let ready = external::contract_flag(&object, resolved.contract, "provisioned", "ready");
-    scope.infrastructure_ready = ready;
-    let mirrored = external::ready_condition(&object);
-    scope.set(Desired {
-        type_: ConditionType::InfrastructureReady,
-        status: ConditionStatus::from_bool(ready),
-        reason: if ready {
-            Reason::Ready
-        } else {
-            Reason::WaitingForInfrastructure
-        },
-        message: mirrored
-            .map(|c| c.message)
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| {
-                format!(
-                    "{reference} is {}provisioned",
-                    if ready { "" } else { "not yet " }
-                )
-            }),
-    });
+    scope.found.infrastructure_ready = ready;
+    scope.set(
+        Mirror {
+            type_: ConditionType::InfrastructureReady,
+            ready: Reason::Ready,
+            waiting: Reason::WaitingForInfrastructure,
+        }
+        .of(&object, ready, &reference),
+    );
     if !ready {
         return Ok(Outcome::Wait(Wait::on_change(
             Reason::WaitingForInfrastructure,
@@ -86,7 +74,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
 /// Copies the object's `status.replicas`, and its `spec.providerIDList`
 /// once it lists the replicas it reports.
 fn copy_provider_ids(
-    scope: &mut Scope<'_>,
+    scope: &mut Scope<MachinePool>,
     object: &DynamicObject,
     reference: &ContractVersionedObjectReference,
 ) -> Outcome {
@@ -111,14 +99,14 @@ fn copy_provider_ids(
             format!("{reference} reports replicas but no providerIDList yet"),
         ));
     }
-    if provider_ids != scope.pool.spec.provider_id_list {
+    if provider_ids != scope.object.spec.provider_id_list {
         // A new list: Node references are recomputed from scratch.
         let replicas = scope.status.replicas.unwrap_or(0);
         let v1beta1 = scope.v1beta1();
         v1beta1.ready_replicas = Some(0);
         v1beta1.available_replicas = Some(0);
         v1beta1.unavailable_replicas = Some(replicas);
-        scope.provider_id_list = Some(provider_ids);
+        scope.found.provider_id_list = Some(provider_ids);
     }
     Outcome::Continue
 }

@@ -9,18 +9,22 @@ mod noderefs;
 mod phase;
 mod reconcile;
 mod scope;
+mod spec;
 mod status;
+mod summary;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt as _};
+use kube::ResourceExt as _;
+use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
-use kube::{Api, ResourceExt as _};
 
+use super::cache::{Index, cluster_key};
 use super::context::Context;
-use crate::api::{Cluster, MachinePool};
+use super::reconciler::{error_policy, reconcile};
+use crate::api::MachinePool;
 use crate::workload::NodeEvent;
 
 pub use phase::Phase;
@@ -29,63 +33,46 @@ pub use phase::Phase;
 pub const CONTROLLER: &str = "machinepool";
 
 /// Runs the controller until `shutdown` completes. `referenced` yields pools
-/// owning a changed bootstrap or infrastructure object; `nodes` the changes
-/// to workload-cluster Nodes.
+/// owning or referencing a changed bootstrap or infrastructure object;
+/// `nodes` the changes to workload-cluster Nodes.
 pub fn run(
     ctx: Arc<Context>,
     referenced: impl Stream<Item = ObjectRef<MachinePool>> + Send + 'static,
     nodes: impl Stream<Item = NodeEvent> + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
-    let metrics = ctx.metrics.clone();
-    let client = ctx.client.clone();
-    let controller = Controller::new(
-        Api::<MachinePool>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce));
-    let store = controller.store();
-    let node_store = store.clone();
-    let cluster_store = store;
-    controller
+    let caches = &ctx.caches;
+    let store = caches.pools.store().clone();
+    let by_cluster = (store.clone(), caches.pools_by_cluster.clone());
+    let of_node = by_cluster.clone();
+    Controller::for_shared_stream(caches.pools.subscribe(), store)
+        .with_config(
+            kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce),
+        )
         .reconcile_on(referenced)
         .reconcile_on(
-            nodes
-                .filter_map(move |event| futures::future::ready(pool_of_node(&node_store, &event))),
+            nodes.filter_map(move |event| futures::future::ready(pool_of_node(&of_node, &event))),
         )
-        .watches(
-            Api::<Cluster>::all(client),
-            watcher::Config::default(),
-            move |cluster| {
-                let namespace = cluster.namespace().unwrap_or_default();
-                let name = cluster.name_any();
-                cluster_store
-                    .state()
-                    .iter()
-                    .filter(|p| {
-                        p.namespace().as_deref() == Some(namespace.as_str())
-                            && p.spec.cluster_name == name
-                    })
-                    .map(|p| ObjectRef::from_obj(&**p))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_shared_stream(caches.clusters.subscribe(), move |cluster| {
+            let (store, index) = &by_cluster;
+            index
+                .get(store, &cluster_key(&*cluster, &cluster.name_any()))
+                .iter()
+                .map(|p| ObjectRef::from_obj(&**p))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
+        .run(reconcile::<MachinePool>, error_policy::<MachinePool>, ctx)
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// The one pool of the Node's Cluster that references the Node by name, or
 /// else lists its providerID; nothing if none or several do (upstream).
-fn pool_of_node(store: &Store<MachinePool>, event: &NodeEvent) -> Option<ObjectRef<MachinePool>> {
-    let pools: Vec<Arc<MachinePool>> = store
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(event.cluster.namespace.as_str())
-                && p.spec.cluster_name == event.cluster.name
-        })
-        .collect();
+fn pool_of_node(
+    (store, by_cluster): &(Store<MachinePool>, Index<MachinePool>),
+    event: &NodeEvent,
+) -> Option<ObjectRef<MachinePool>> {
+    let pools = by_cluster.get(store, &event.cluster.to_string());
     let one = |matching: Vec<&Arc<MachinePool>>| match matching.as_slice() {
         [pool] => Some(ObjectRef::from_obj(&***pool)),
         _ => None,
@@ -112,7 +99,7 @@ fn pool_of_node(store: &Store<MachinePool>, event: &NodeEvent) -> Option<ObjectR
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ObjectReference;
-    use kube::runtime::reflector;
+    use kube::runtime::{reflector, watcher};
 
     use super::*;
     use crate::testing::objects::MachinePoolBuilder;
@@ -145,6 +132,7 @@ mod tests {
     #[test]
     fn a_node_event_brings_the_one_pool_that_references_or_lists_the_node() {
         let (store, mut writer) = reflector::store::<MachinePool>();
+        let index = crate::controllers::cache::pools_by_cluster();
         for pool in [
             pool("ns", "a", "c1", &["sim://r/1"], &["n1"]),
             pool("ns", "b", "c1", &["sim://r/2", "sim://r/shared"], &[]),
@@ -152,9 +140,12 @@ mod tests {
             pool("ns", "d", "c2", &["sim://r/9"], &["n9"]),
             pool("other", "e", "c1", &["sim://r/3"], &["n3"]),
         ] {
-            writer.apply_watcher_event(&watcher::Event::Apply(pool));
+            let event = watcher::Event::Apply(pool);
+            index.apply(&event);
+            writer.apply_watcher_event(&event);
         }
-        let name = |e: &NodeEvent| pool_of_node(&store, e).map(|r| r.name);
+        let cached = (store, index);
+        let name = |e: &NodeEvent| pool_of_node(&cached, e).map(|r| r.name);
         let cases = [
             // By nodeRef name, whatever the providerID says.
             (event("c1", "n1", Some("sim://r/2")), Some("a")),

@@ -8,25 +8,32 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Resource as _, ResourceExt as _};
+use kube::{Api, ResourceExt as _};
 
 use super::CONTROLLER;
-use super::scope::Scope;
 use super::status::{self, Matched};
 use crate::api::conditions::{self, Desired};
-use crate::api::{ConditionType, Reason};
+use crate::api::{ConditionType, MachinePool, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
-use crate::workload::{ClusterKey, Nodes};
+use crate::controllers::reconciler::Scope;
+use crate::workload::ClusterKey;
 
-pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error> {
-    if !scope.infrastructure_ready {
+pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
+    if !scope.found.infrastructure_ready {
         return Ok(Outcome::Continue);
     }
-    let (nodes, api) = match workload_nodes(scope, ctx).await? {
+    if let Some(wait) = control_plane_wait(scope) {
+        return Ok(Outcome::Wait(wait));
+    }
+    let key = scope.cluster_key();
+    let (nodes, api) = match ctx.workload.nodes_and_client(&key).await {
         Ok((nodes, client)) => (nodes, Api::<Node>::all(client)),
-        Err(wait) => return Ok(Outcome::Wait(wait)),
+        Err(source) => {
+            let error = Error::Workload(key.to_string(), source);
+            return Err(scope.failed(ConditionType::ReplicasReady, error));
+        }
     };
     let refs = scope.status.node_refs.clone();
     let replicas = scope.status.replicas.unwrap_or(0);
@@ -39,7 +46,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
         .unwrap_or(0);
     // Steady state: nothing to recompute while every reference still names
     // the same Node (a Node recreated under its name gets a new UID).
-    if scope.provider_id_list.is_none()
+    if scope.found.provider_id_list.is_none()
         && replicas == ready_before
         && i32::try_from(refs.len()).ok() == Some(ready_before)
         && status::refs_current(&refs, |name| nodes.by_name(name))
@@ -52,15 +59,14 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
         return Ok(Outcome::Continue);
     }
     let provider_ids = scope.provider_ids().to_vec();
-    if provider_ids.is_empty() && scope.pool.desired_replicas() != 0 {
+    if provider_ids.is_empty() && scope.object.desired_replicas() != 0 {
         return Ok(Outcome::Continue);
     }
-    let key = scope.cluster_key();
     let retired = status::retired(&refs, &provider_ids, |name| nodes.by_name(name));
     if !retired.is_empty() {
         delete_nodes(ctx, &api, &key, &retired).await?;
         ctx.publish(
-            &scope.pool.object_ref(&()),
+            &scope.reference(),
             Reason::NodesDeleted,
             format!("deleted Nodes that left the pool: {}", retired.join(", ")),
         )
@@ -68,7 +74,16 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     }
 
     let min_ready = Duration::from_secs(
-        u64::try_from(scope.pool.spec.template.spec.min_ready_seconds.unwrap_or(0)).unwrap_or(0),
+        u64::try_from(
+            scope
+                .object
+                .spec
+                .template
+                .spec
+                .min_ready_seconds
+                .unwrap_or(0),
+        )
+        .unwrap_or(0),
     );
     let matched = status::match_nodes(
         &provider_ids,
@@ -78,7 +93,7 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     );
     if matched.refs.is_empty() && !provider_ids.is_empty() {
         tracing::debug!(
-            pool = scope.pool.name_any(),
+            pool = scope.object.name_any(),
             "no Node matches the pool's providerIDs yet"
         );
         return Ok(Outcome::Continue);
@@ -95,44 +110,31 @@ pub async fn run(scope: &mut Scope<'_>, ctx: &Context) -> Result<Outcome, Error>
     Ok(next_available_in.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
-/// The Cluster's Nodes and a client to write to them, once its control
-/// plane is up (upstream watches a workload cluster's Nodes only then).
-async fn workload_nodes(
-    scope: &mut Scope<'_>,
-    ctx: &Context,
-) -> Result<Result<(Nodes, kube::Client), Wait>, Error> {
-    let conditions = scope
-        .cluster
+/// What the pool waits for while its Cluster's control plane is not up
+/// (upstream watches a workload cluster's Nodes only once it is).
+fn control_plane_wait(scope: &mut Scope<MachinePool>) -> Option<Wait> {
+    let cluster = scope.cluster.clone()?;
+    let conditions = cluster
         .status
         .as_ref()
         .map_or(&[][..], |s| &s.conditions[..]);
-    if !conditions::is_true(conditions, ConditionType::ControlPlaneInitialized) {
-        let message = format!(
-            "waiting for Cluster {:?} to initialize its control plane",
-            scope.cluster.name_any()
-        );
-        scope.set(Desired::fails(
-            ConditionType::ReplicasReady,
-            Reason::WaitingForReplicasReady,
-            message.clone(),
-        ));
-        return Ok(Err(Wait::on_change(
-            Reason::WaitingForReplicasReady,
-            message,
-        )));
+    if conditions::is_true(conditions, ConditionType::ControlPlaneInitialized) {
+        return None;
     }
-    let key = scope.cluster_key();
-    match ctx.workload.nodes_and_client(&key).await {
-        Ok(found) => Ok(Ok(found)),
-        Err(source) => Err(scope.failed(
-            ConditionType::ReplicasReady,
-            Error::Workload(key.to_string(), source),
-        )),
-    }
+    let message = format!(
+        "waiting for Cluster {:?} to initialize its control plane",
+        cluster.name_any()
+    );
+    scope.set(Desired::fails(
+        ConditionType::ReplicasReady,
+        Reason::WaitingForReplicasReady,
+        message.clone(),
+    ));
+    Some(Wait::on_change(Reason::WaitingForReplicasReady, message))
 }
 
 /// Sets the Node references and counts, and `ReplicasReady`.
-async fn record(scope: &mut Scope<'_>, ctx: &Context, replicas: i32, matched: Matched) {
+async fn record(scope: &mut Scope<MachinePool>, ctx: &Context, replicas: i32, matched: Matched) {
     let (ready, available) = (matched.ready, matched.available);
     let v1beta1 = scope.v1beta1();
     v1beta1.ready_replicas = Some(ready);
@@ -143,7 +145,7 @@ async fn record(scope: &mut Scope<'_>, ctx: &Context, replicas: i32, matched: Ma
     let all_ready = replicas == ready && i32::try_from(matched.refs.len()).ok() == Some(ready);
     if scope.status.node_refs != matched.refs {
         ctx.publish(
-            &scope.pool.object_ref(&()),
+            &scope.reference(),
             Reason::SuccessfulSetNodeRefs,
             format!("{} Node references, {ready} Ready", matched.refs.len()),
         )
@@ -164,15 +166,15 @@ async fn record(scope: &mut Scope<'_>, ctx: &Context, replicas: i32, matched: Ma
 /// Gives the pool's Nodes the Cluster API annotations and removes the
 /// uninitialized taint, patching only Nodes that lack them.
 async fn mark_nodes(
-    scope: &Scope<'_>,
+    scope: &Scope<MachinePool>,
     ctx: &Context,
     api: &Api<Node>,
     nodes: &[Arc<Node>],
 ) -> Result<(), Error> {
     let (cluster, namespace, pool) = (
-        &scope.pool.spec.cluster_name,
+        &scope.object.spec.cluster_name,
         scope.namespace(),
-        scope.pool.name_any(),
+        scope.object.name_any(),
     );
     let patches: Vec<_> = nodes
         .iter()

@@ -1,29 +1,22 @@
-//! What one MachinePool reconcile works on: the pool as read, its Cluster,
-//! the status as the phases leave it, and what each phase found.
+//! What one MachinePool reconcile finds, phase by phase, and the helpers its
+//! phases share.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use k8s_openapi::jiff::Timestamp;
+use std::sync::Arc;
+
 use kube::api::DynamicObject;
-use kube::{Resource as _, ResourceExt as _};
 
-use crate::api::conditions::{self, Desired};
-use crate::api::machinepool::{FIELD_MANAGER, MachinePoolStatus, MachinePoolV1Beta1Status};
-use crate::api::{Cluster, ConditionType, ContractVersionedObjectReference, MachinePool};
+use crate::api::machinepool::{FIELD_MANAGER, MachinePoolV1Beta1Status};
+use crate::api::{ContractVersionedObjectReference, MachinePool};
+use crate::controllers::adopt::Adopter;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::external::Resolved;
+use crate::controllers::reconciler::Scope;
 use crate::workload::ClusterKey;
 
-/// The state of one reconcile.
-pub struct Scope<'a> {
-    /// The pool as read.
-    pub pool: &'a MachinePool,
-    /// Its Cluster.
-    pub cluster: Cluster,
-    /// The status being computed.
-    pub status: MachinePoolStatus,
-    /// When the reconcile started.
-    pub now: Time,
+/// What the phases found.
+#[derive(Default)]
+pub struct Found {
     /// The bootstrap data Secret to record in spec (bootstrap phase).
     pub data_secret_name: Option<String>,
     /// The providerID list to record in spec (infrastructure phase).
@@ -32,33 +25,11 @@ pub struct Scope<'a> {
     pub bootstrap_ready: bool,
     /// The infrastructure object is provisioned (infrastructure phase).
     pub infrastructure_ready: bool,
+    /// The bootstrap config and infrastructure object are gone (delete phase).
+    pub references_gone: bool,
 }
 
-impl<'a> Scope<'a> {
-    /// A scope for `pool` of `cluster`, starting from its current status.
-    pub fn new(pool: &'a MachinePool, cluster: Cluster) -> Self {
-        Self {
-            pool,
-            cluster,
-            status: pool.status.clone().unwrap_or_default(),
-            now: Time(Timestamp::now()),
-            data_secret_name: None,
-            provider_id_list: None,
-            bootstrap_ready: false,
-            infrastructure_ready: false,
-        }
-    }
-
-    /// Sets a condition.
-    pub fn set(&mut self, desired: Desired) {
-        conditions::set(
-            &mut self.status.conditions,
-            desired,
-            self.pool.metadata.generation,
-            &self.now,
-        );
-    }
-
+impl Scope<MachinePool> {
     /// The v1beta1 part of the status, created on first use.
     pub fn v1beta1(&mut self) -> &mut MachinePoolV1Beta1Status {
         self.status
@@ -70,81 +41,29 @@ impl<'a> Scope<'a> {
 
     /// The providerID list in effect: the one being copied, else spec's.
     pub fn provider_ids(&self) -> &[String] {
-        self.provider_id_list
+        self.found
+            .provider_id_list
             .as_deref()
-            .unwrap_or(&self.pool.spec.provider_id_list)
-    }
-
-    /// The pool's namespace.
-    pub fn namespace(&self) -> String {
-        self.pool.namespace().unwrap_or_default()
+            .unwrap_or(&self.object.spec.provider_id_list)
     }
 
     /// The Cluster, as the workload-cluster access knows it.
     pub fn cluster_key(&self) -> ClusterKey {
-        ClusterKey::new(self.namespace(), self.pool.spec.cluster_name.clone())
+        ClusterKey::new(self.namespace(), self.object.spec.cluster_name.clone())
     }
 
-    /// The pool as the controller of the objects it references.
-    pub fn controller_reference(&self) -> OwnerReference {
-        self.pool.controller_owner_ref(&()).unwrap_or_default()
-    }
-
-    /// Sets condition `type_` to fail with `error`'s reason and returns the error.
-    pub fn failed(&mut self, type_: ConditionType, error: Error) -> Error {
-        self.set(Desired::fails(
-            type_,
-            error.reason(),
-            crate::report::error_chain(&error),
-        ));
-        error
-    }
-
-    /// The referenced object, resolved, watched and adopted (the pool as its
-    /// controller, the cluster-name label).
-    pub async fn adopted(
-        &self,
+    /// The referenced object, adopted: the pool its controller, the cluster-name label.
+    pub async fn adopt(
+        &mut self,
         ctx: &Context,
         reference: &ContractVersionedObjectReference,
-    ) -> Result<(Resolved, DynamicObject), Error> {
-        let resolved = self.resolve(ctx, reference).await?;
-        let error = |source| Error::Reference {
-            reference: reference.to_string(),
-            source,
+    ) -> Result<(Resolved, Arc<DynamicObject>), Error> {
+        let pool = self.object.clone();
+        let adopter = Adopter {
+            owner: self.controller_reference(),
+            cluster: &pool.spec.cluster_name,
+            manager: FIELD_MANAGER,
         };
-        let object = ctx
-            .external
-            .get(&resolved, &self.namespace(), &reference.name)
-            .await
-            .map_err(error)?;
-        ctx.external
-            .adopt(
-                &resolved,
-                &object,
-                self.controller_reference(),
-                &self.pool.spec.cluster_name,
-                FIELD_MANAGER,
-            )
-            .await
-            .map_err(error)?;
-        Ok((resolved, object))
-    }
-
-    /// Resolves `reference` and starts watching its kind.
-    pub async fn resolve(
-        &self,
-        ctx: &Context,
-        reference: &ContractVersionedObjectReference,
-    ) -> Result<Resolved, Error> {
-        let resolved =
-            ctx.external
-                .resolve(reference)
-                .await
-                .map_err(|source| Error::Reference {
-                    reference: reference.to_string(),
-                    source,
-                })?;
-        ctx.pool_watches.ensure(&resolved.resource);
-        Ok(resolved)
+        self.adopted(ctx, reference, adopter).await
     }
 }

@@ -9,14 +9,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::core::PartialObjectMeta;
+use kube::runtime::Controller;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 
 use super::context::Context;
+use super::reconciler::{error_policy, reconcile};
 use crate::api::ProviderModule;
+
+pub use reconcile::{DEFAULT_CONFIG_MAP_KEY, FINALIZER};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "providermodule";
@@ -26,23 +26,16 @@ pub fn run(
     ctx: Arc<Context>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> impl Future<Output = ()> {
-    let metrics = ctx.metrics.clone();
-    let modules: Api<ProviderModule> = Api::all(ctx.client.clone());
-    let controller = Controller::new(modules, watcher::Config::default())
-        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce));
-    let store = controller.store();
-    // ConfigMap sources: a changed ConfigMap reloads the modules reading it.
-    let config_maps = watcher(
-        Api::<PartialObjectMeta<ConfigMap>>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .touched_objects();
-    controller
-        .watches_stream(config_maps, move |config_map| {
-            let namespace = config_map.metadata.namespace.unwrap_or_default();
-            let name = config_map.metadata.name.unwrap_or_default();
-            store
+    let caches = &ctx.caches;
+    let store = caches.modules.store().clone();
+    let modules = store.clone();
+    Controller::for_shared_stream(caches.modules.subscribe(), store)
+        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        // ConfigMap sources: a changed ConfigMap reloads the modules reading it.
+        .watches_shared_stream(caches.config_maps.subscribe(), move |config_map| {
+            let namespace = config_map.metadata.namespace.clone().unwrap_or_default();
+            let name = config_map.metadata.name.clone().unwrap_or_default();
+            modules
                 .state()
                 .into_iter()
                 .filter(|m| {
@@ -56,6 +49,10 @@ pub fn run(
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(super::watches::count_watch_errors(CONTROLLER, metrics))
+        .run(
+            reconcile::<ProviderModule>,
+            error_policy::<ProviderModule>,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
 }

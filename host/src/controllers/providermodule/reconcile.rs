@@ -1,4 +1,7 @@
-//! Loading a ProviderModule's component into service.
+//! The ProviderModule as the frame reconciles it: its component loaded
+//! (fetched, verified against its digest, compiled or taken from the
+//! precompiled cache, checked) and swapped into service; on deletion, taken
+//! out of service before the finalizer goes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,21 +9,20 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::{Api, Resource as _, ResourceExt as _};
 
 use super::CONTROLLER;
 use crate::api::conditions::{self, Desired};
 use crate::api::providermodule::{
-    FIELD_MANAGER, ModuleSource, ProviderModuleSpec, ProviderModuleStatus, ProviderWorld,
+    FIELD_MANAGER, ModuleSource, ProviderModuleSpec, ProviderModuleStatus,
 };
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::outcome::RESYNC;
-use crate::controllers::write;
-use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource, World};
+use crate::controllers::outcome::Outcome;
+use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::phases;
+use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource};
 
 /// Removed only after the module is taken out of service.
 pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
@@ -28,36 +30,35 @@ pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
 /// The `binaryData` key read when a ConfigMap source names none.
 pub const DEFAULT_CONFIG_MAP_KEY: &str = "component.wasm";
 
-pub async fn reconcile(module: Arc<ProviderModule>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile(CONTROLLER);
-    let api: Api<ProviderModule> = Api::all(ctx.client.clone());
-    let uid = module.uid().unwrap_or_default();
-    let action = finalizer(&api, FINALIZER, module, |event| async {
-        match event {
-            Finalizer::Apply(module) => load(&module, &ctx).await,
-            Finalizer::Cleanup(module) => {
-                // Calls in flight finish on the version they hold.
-                if ctx.runtime.registry().remove(&module.name_any()).is_some() {
-                    tracing::info!(module = module.name_any(), "provider taken out of service");
-                }
-                Ok(Action::await_change())
-            }
-        }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))?;
-    ctx.succeeded(&uid);
-    Ok(action)
+/// How soon to look again for a component that could not be fetched (a
+/// file may appear as a volume is mounted; ConfigMaps are watched).
+const FETCH_RETRY: Duration = Duration::from_secs(30);
+
+impl Reconciler for ProviderModule {
+    type Found = ();
+    const CONTROLLER: &'static str = CONTROLLER;
+    const FIELD_MANAGER: &'static str = FIELD_MANAGER;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+    const SUMMARY: ConditionType = ConditionType::Ready;
+    const PHASES: &'static [Phase<Self>] = phases![ProviderModule: load];
+    const DELETE_PHASES: &'static [Phase<Self>] = phases![ProviderModule: unload];
+
+    fn summarize(_: &mut Scope<Self>, _: &Context, _: &[Result<Outcome, Error>]) {}
 }
 
-#[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature
-pub fn error_policy(module: Arc<ProviderModule>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.error_action(CONTROLLER, &module.uid().unwrap_or_default(), error)
+/// Takes the module out of service; calls in flight finish on the version they hold.
+async fn unload(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcome, Error> {
+    let name = scope.object.name_any();
+    if ctx.runtime.registry().remove(&name).is_some() {
+        tracing::info!(module = name, "provider taken out of service");
+    }
+    Ok(Outcome::Continue)
 }
 
 /// Fetches, verifies, compiles and checks the component, and puts it in
 /// service unless the same code with the same bounds is in service already.
-async fn load(module: &ProviderModule, ctx: &Context) -> Result<Action, Error> {
+async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcome, Error> {
+    let module = scope.object.clone();
     let name = module.name_any();
     let spec = &module.spec;
     let limits = limits(spec, &ctx.settings.default_limits);
@@ -67,52 +68,40 @@ async fn load(module: &ProviderModule, ctx: &Context) -> Result<Action, Error> {
     let bytes = match fetch(ctx, &spec.source).await {
         Ok(bytes) => bytes,
         Err(message) => {
-            let failed = failed_status(module, in_service.as_deref(), Reason::FetchFailed, message);
-            write_status(ctx, module, failed).await?;
-            // A file may appear (a volume being mounted); ConfigMaps are watched.
-            return Ok(Action::requeue(Duration::from_secs(30)));
+            scope.status =
+                failed_status(&module, in_service.as_deref(), Reason::FetchFailed, message);
+            return Ok(Outcome::RequeueAfter(FETCH_RETRY));
         }
     };
     if let Some(current) = &in_service
         && current.digest == wasm::digest_of(&bytes)
         && current.limits == limits
         && *current.capabilities() == capabilities
-        && world_matches(spec.world, current.world)
+        && spec.world == current.world
         && spec
             .sha256
             .as_deref()
             .is_none_or(|pinned| same_digest(pinned, &current.digest))
     {
-        let ready = ready_status(
-            module,
-            current,
-            module
-                .status
-                .as_ref()
-                .and_then(|s| s.previous_digest.clone()),
-        );
-        write_status(ctx, module, ready).await?;
-        return Ok(Action::requeue(RESYNC));
+        let previous = module
+            .status
+            .as_ref()
+            .and_then(|s| s.previous_digest.clone());
+        scope.status = ready_status(&module, current, previous);
+        return Ok(Outcome::Continue);
     }
-
-    let runtime = ctx.runtime.clone();
-    let (module_name, pinned) = (name.clone(), spec.sha256.clone());
-    let loaded = tokio::task::spawn_blocking(move || {
-        runtime.load_blocking(
-            &module_name,
+    let loaded = ctx
+        .runtime
+        .load(
+            &name,
             ProviderSource::Bytes(bytes),
-            pinned.as_deref(),
+            spec.sha256.as_deref(),
             limits,
             capabilities,
         )
-    })
-    .await
-    .map_err(wasm::Error::from)
-    .and_then(|loaded| loaded);
-
-    let status = install(ctx, module, in_service.as_deref(), loaded).await;
-    write_status(ctx, module, status).await?;
-    Ok(Action::requeue(RESYNC))
+        .await;
+    scope.status = install(ctx, &module, in_service.as_deref(), loaded).await;
+    Ok(Outcome::Continue)
 }
 
 /// Puts a loaded provider in service if it implements the module's world,
@@ -126,14 +115,13 @@ async fn install(
     let name = module.name_any();
     let spec = &module.spec;
     match loaded {
-        Ok(loaded) if !world_matches(spec.world, loaded.world) => failed_status(
+        Ok(loaded) if spec.world != loaded.world => failed_status(
             module,
             in_service,
             Reason::ProviderWorldMismatch,
             format!(
                 "the component implements the {} world, but spec.world is {}",
-                loaded.world,
-                world_name(spec.world)
+                loaded.world, spec.world
             ),
         ),
         Ok(loaded) => {
@@ -258,21 +246,6 @@ fn capabilities(spec: &ProviderModuleSpec) -> Capabilities {
     }
 }
 
-fn world_matches(wanted: ProviderWorld, loaded: World) -> bool {
-    matches!(
-        (wanted, loaded),
-        (ProviderWorld::Bootstrap, World::Bootstrap)
-            | (ProviderWorld::Infrastructure, World::Infrastructure)
-    )
-}
-
-fn world_name(world: ProviderWorld) -> &'static str {
-    match world {
-        ProviderWorld::Bootstrap => World::Bootstrap.as_str(),
-        ProviderWorld::Infrastructure => World::Infrastructure.as_str(),
-    }
-}
-
 fn same_digest(pinned: &str, digest: &str) -> bool {
     let strip = |d: &str| d.strip_prefix("sha256:").unwrap_or(d).to_ascii_lowercase();
     strip(pinned) == strip(digest)
@@ -350,23 +323,4 @@ fn failed_status(
         &now(),
     );
     status
-}
-
-async fn write_status(
-    ctx: &Context,
-    module: &ProviderModule,
-    status: ProviderModuleStatus,
-) -> Result<(), Error> {
-    let before = module.status.clone().unwrap_or_default();
-    if before == status {
-        return Ok(());
-    }
-    write::status(ctx, CONTROLLER, FIELD_MANAGER, module, &status).await?;
-    ctx.announce(
-        &module.object_ref(&()),
-        &before.conditions,
-        &status.conditions,
-    )
-    .await;
-    Ok(())
 }

@@ -1,11 +1,13 @@
 //! Referenced objects of kinds known only at run time (bootstrap configs,
-//! infrastructure objects): their API version comes from the contract
-//! labels of their CRD, as upstream resolves v1beta2 references, and their
-//! contract fields are read by contract version.
+//! infrastructure and control-plane objects): their API version comes from
+//! the contract labels of their CRD, as upstream resolves v1beta2
+//! references, their contract fields are read by contract version, and
+//! they are read from caches of their kinds ([`watch`]).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -13,10 +15,18 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::api::{ContractVersionedObjectReference, Reason, labels};
+pub use watch::Changed;
 
-/// How long a CRD's resolution is reused before the CRD is read again.
-const RESOLUTION_TTL: Duration = Duration::from_secs(60);
+use super::cache::{Cache, Caches};
+use super::metrics::Metrics;
+use crate::api::conditions::Desired;
+use crate::api::{
+    Cluster, ConditionStatus, ConditionType, ContractVersionedObjectReference, MachinePool, Reason,
+    labels,
+};
+
+/// How long a read waits for the first list of a kind it is the first to reference.
+const FIRST_LIST: Duration = Duration::from_secs(10);
 
 /// The provider contract a referenced kind implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,14 +65,11 @@ pub enum ReferenceError {
         /// The CRD's name.
         crd: String,
     },
-    /// Reading the CRD failed.
-    #[error("cannot read CustomResourceDefinition {crd}")]
-    GetCrd {
-        /// The CRD's name.
-        crd: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
+    /// The kind's objects could not be listed yet (a missing permission, say).
+    #[error("the objects of kind {kind} could not be listed within {FIRST_LIST:?}")]
+    NotListed {
+        /// The kind.
+        kind: String,
     },
     /// The object does not exist.
     #[error("{kind} {name:?} does not exist")]
@@ -115,126 +122,122 @@ impl ReferenceError {
             Self::NoCrd { .. } | Self::NoContractLabel { .. } => Reason::ReferenceInvalid,
             Self::NotFound { .. } => Reason::ReferenceNotFound,
             Self::ControlledByOther { .. } => Reason::ReferenceOwnedByOther,
-            Self::GetCrd { .. } | Self::Get { .. } | Self::Adopt { .. } => Reason::ApiError,
+            Self::NotListed { .. } | Self::Get { .. } | Self::Adopt { .. } => Reason::ApiError,
         }
     }
 }
 
-/// Resolves references and reads and adopts referenced objects; CRD
-/// resolutions are cached briefly.
+/// Resolves references from the cached CRDs, and reads, adopts and deletes
+/// referenced objects, reading them from caches of their kinds.
 pub struct ExternalObjects {
     client: Client,
-    cache: Mutex<HashMap<(String, String), (Instant, Resolved)>>,
+    crds: kube::runtime::reflector::Store<CustomResourceDefinition>,
+    kinds: watch::Kinds,
 }
 
 impl ExternalObjects {
-    /// Uses `client` for CRDs and objects.
-    pub fn new(client: Client) -> Self {
-        Self {
+    /// Uses `client` for writes and watches, and `caches` for CRDs and to
+    /// map a changed object to the MachinePools and Clusters that own or
+    /// reference it, which the returned streams yield.
+    pub fn new(
+        client: Client,
+        caches: &Caches,
+        metrics: Metrics,
+    ) -> (Self, Changed<MachinePool>, Changed<Cluster>) {
+        let (kinds, pools, clusters) =
+            watch::Kinds::new(client.clone(), metrics, watch::Referrers::of(caches));
+        let external = Self {
             client,
-            cache: Mutex::new(HashMap::new()),
-        }
+            crds: caches.crds.store().clone(),
+            kinds,
+        };
+        (external, pools, clusters)
     }
 
-    /// The served version (and contract) of the reference's kind.
-    pub async fn resolve(
+    /// The served version (and contract) of the reference's kind, from the
+    /// CRD named `<plural>.<group>`, or else the one CRD of that group and kind.
+    pub fn resolve(
         &self,
         reference: &ContractVersionedObjectReference,
     ) -> Result<Resolved, ReferenceError> {
-        let key = (reference.api_group.clone(), reference.kind.clone());
-        if let Some((at, resolved)) = self
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            && at.elapsed() < RESOLUTION_TTL
-        {
-            return Ok(resolved.clone());
-        }
-        let crd = self.crd(reference).await?;
-        let resolved = resolve_from_crd(&crd, reference)?;
-        self.cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, (Instant::now(), resolved.clone()));
-        Ok(resolved)
-    }
-
-    /// The CRD named `<plural>.<group>`; if the plural guess misses, the one
-    /// CRD of that group and kind.
-    async fn crd(
-        &self,
-        reference: &ContractVersionedObjectReference,
-    ) -> Result<CustomResourceDefinition, ReferenceError> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let name = format!(
             "{}.{}",
             plural(&reference.kind.to_ascii_lowercase()),
             reference.api_group
         );
-        let crd_error = |source| ReferenceError::GetCrd {
-            crd: name.clone(),
-            source,
+        let matches = |crd: &CustomResourceDefinition| {
+            crd.spec.group == reference.api_group && crd.spec.names.kind == reference.kind
         };
-        if let Some(crd) = api.get_opt(&name).await.map_err(crd_error)?
-            && crd.spec.names.kind == reference.kind
-        {
-            return Ok(crd);
-        }
-        let all = api
-            .list(&kube::api::ListParams::default())
-            .await
-            .map_err(crd_error)?;
-        all.items
-            .into_iter()
-            .find(|crd| {
-                crd.spec.group == reference.api_group && crd.spec.names.kind == reference.kind
-            })
+        let crd = self
+            .crds
+            .get(&kube::runtime::reflector::ObjectRef::new(&name))
+            .filter(|crd| matches(crd))
+            .or_else(|| self.crds.find(|crd| matches(crd)))
             .ok_or_else(|| ReferenceError::NoCrd {
                 group: reference.api_group.clone(),
                 kind: reference.kind.clone(),
-            })
+            })?;
+        resolve_from_crd(&crd, reference)
     }
 
-    /// The referenced object in `namespace`.
+    /// The cache of the resolved kind, once it has listed its objects.
+    async fn cache(
+        &self,
+        resolved: &Resolved,
+    ) -> Result<Arc<Cache<DynamicObject>>, ReferenceError> {
+        let cache = self.kinds.cache(&resolved.resource);
+        tokio::time::timeout(FIRST_LIST, cache.ready())
+            .await
+            .map_err(|_| ReferenceError::NotListed {
+                kind: resolved.resource.kind.clone(),
+            })?;
+        Ok(cache)
+    }
+
+    /// The referenced object in `namespace`, as cached (the kind is watched
+    /// from the first read on).
     pub async fn get(
         &self,
         resolved: &Resolved,
         namespace: &str,
         name: &str,
-    ) -> Result<DynamicObject, ReferenceError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &resolved.resource);
-        match api.get_opt(name).await {
-            Ok(Some(object)) => Ok(object),
-            Ok(None) => Err(ReferenceError::NotFound {
+    ) -> Result<Arc<DynamicObject>, ReferenceError> {
+        self.cache(resolved)
+            .await?
+            .get(Some(namespace), name)
+            .ok_or_else(|| ReferenceError::NotFound {
                 kind: resolved.resource.kind.clone(),
                 name: name.to_owned(),
-            }),
-            Err(source) => Err(ReferenceError::Get {
-                kind: resolved.resource.kind.clone(),
-                name: name.to_owned(),
-                source,
-            }),
-        }
+            })
     }
 
     /// Asks the API server to delete the referenced object unless it is gone
-    /// or going already. Whether it still exists.
+    /// or going already. Whether it still exists: an object the cache does
+    /// not hold is looked up on the server before it counts as gone.
     pub async fn delete(
         &self,
         resolved: &Resolved,
         namespace: &str,
         name: &str,
     ) -> Result<bool, ReferenceError> {
-        let object = match self.get(resolved, namespace, name).await {
-            Ok(object) => object,
-            Err(ReferenceError::NotFound { .. }) => return Ok(false),
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resolved.resource);
+        let deleting = match self.get(resolved, namespace, name).await {
+            Ok(object) => object.metadata.deletion_timestamp.is_some(),
+            Err(ReferenceError::NotFound { .. }) => match api.get_opt(name).await {
+                Ok(None) => return Ok(false),
+                Ok(Some(object)) => object.metadata.deletion_timestamp.is_some(),
+                Err(source) => {
+                    return Err(ReferenceError::Get {
+                        kind: resolved.resource.kind.clone(),
+                        name: name.to_owned(),
+                        source,
+                    });
+                }
+            },
             Err(error) => return Err(error),
         };
-        if object.metadata.deletion_timestamp.is_none() {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), namespace, &resolved.resource);
+        if !deleting {
             match api
                 .delete(name, &kube::api::DeleteParams::background())
                 .await
@@ -256,6 +259,7 @@ impl ExternalObjects {
     /// Makes `owner` an owner of `object` (its controller if `controller`)
     /// and labels it with the cluster name, in one server-side apply, unless
     /// both are already in place. Refuses an object another controller owns.
+    /// Whether it wrote.
     pub async fn adopt(
         &self,
         resolved: &Resolved,
@@ -263,7 +267,7 @@ impl ExternalObjects {
         owner: OwnerReference,
         cluster_name: &str,
         field_manager: &str,
-    ) -> Result<(), ReferenceError> {
+    ) -> Result<bool, ReferenceError> {
         let kind = resolved.resource.kind.clone();
         let name = object.name_any();
         if owner.controller == Some(true)
@@ -285,7 +289,7 @@ impl ExternalObjects {
             .map(String::as_str)
             == Some(cluster_name);
         if labelled && object.owner_references().contains(&owner) {
-            return Ok(());
+            return Ok(false);
         }
         let patch = json!({
             "apiVersion": resolved.resource.api_version,
@@ -307,7 +311,7 @@ impl ExternalObjects {
             &Patch::Apply(patch),
         )
         .await
-        .map(drop)
+        .map(|_| true)
         .map_err(|source| ReferenceError::Adopt { kind, name, source })
     }
 }
@@ -407,6 +411,45 @@ pub fn status_field<'a>(object: &'a DynamicObject, path: &[&str]) -> Option<&'a 
 pub fn spec_field<'a>(object: &'a DynamicObject, path: &[&str]) -> Option<&'a Value> {
     path.iter()
         .try_fold(object.data.get("spec")?, |value, key| value.get(key))
+}
+
+/// How one of our conditions mirrors a referenced object's readiness.
+#[derive(Clone, Copy, Debug)]
+pub struct Mirror {
+    /// Our condition.
+    pub type_: ConditionType,
+    /// Its reason when the object is ready.
+    pub ready: Reason,
+    /// Its reason while it is not.
+    pub waiting: Reason,
+}
+
+impl Mirror {
+    /// The condition for an object that is ready or not (`holds`): with the
+    /// object's own `Ready` message when it has one, else saying which it is.
+    pub fn of(
+        &self,
+        object: &DynamicObject,
+        holds: bool,
+        reference: &ContractVersionedObjectReference,
+    ) -> Desired {
+        let message = ready_condition(object)
+            .map(|c| c.message)
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| {
+                if holds {
+                    format!("{reference} is ready")
+                } else {
+                    format!("waiting for {reference}")
+                }
+            });
+        Desired {
+            type_: self.type_,
+            status: ConditionStatus::from_bool(holds),
+            reason: if holds { self.ready } else { self.waiting },
+            message,
+        }
+    }
 }
 
 /// The object's `Ready` condition (v1beta1 and v1beta2 conditions share the fields read here).

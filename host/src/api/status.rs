@@ -1,0 +1,77 @@
+//! What every status capwasm writes has: conditions, an observed generation,
+//! and for Clusters, MachinePools and ProviderModules a phase.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use serde::Serialize;
+
+use super::cluster::ClusterStatus;
+use super::machinepool::MachinePoolStatus;
+use super::provider::{WasmBootstrapConfigStatus, WasmClusterStatus, WasmMachinePoolStatus};
+use super::providermodule::ProviderModuleStatus;
+use super::{
+    Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
+};
+
+/// A status a controller computes and writes in one apply.
+pub trait ObjectStatus: Clone + Default + PartialEq + Serialize + Send + Sync + 'static {
+    /// Its conditions.
+    fn conditions(&self) -> &[Condition];
+    /// Its conditions, to change.
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    /// Records the generation reconciled without error.
+    fn set_observed_generation(&mut self, generation: Option<i64>);
+    /// The phase, where the kind has one.
+    fn phase(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// An object with such a status.
+pub trait HasStatus: kube::Resource {
+    /// Its status type.
+    type Status: ObjectStatus;
+    /// Its status, if it has one yet.
+    fn status(&self) -> Option<&Self::Status>;
+}
+
+macro_rules! object_status {
+    ($($kind:ty => $status:ty, conditions: $($conditions:ident).+, generation: $($generation:ident).+, phase: $phase:expr;)*) => {$(
+        impl ObjectStatus for $status {
+            fn conditions(&self) -> &[Condition] {
+                &self.$($conditions).+
+            }
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.$($conditions).+
+            }
+            fn set_observed_generation(&mut self, generation: Option<i64>) {
+                self.$($generation).+ = generation;
+            }
+            fn phase(&self) -> Option<&str> {
+                let phase: fn(&Self) -> Option<&str> = $phase;
+                phase(self)
+            }
+        }
+
+        impl HasStatus for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+        }
+    )*};
+}
+
+object_status! {
+    Cluster => ClusterStatus, conditions: conditions, generation: observed_generation,
+        phase: |s| s.phase.as_deref();
+    MachinePool => MachinePoolStatus, conditions: conditions, generation: observed_generation,
+        phase: |s| s.phase.as_deref();
+    ProviderModule => ProviderModuleStatus, conditions: conditions, generation: observed_generation,
+        phase: |s| s.phase.as_deref();
+    WasmBootstrapConfig => WasmBootstrapConfigStatus, conditions: common.conditions,
+        generation: common.observed_generation, phase: |_| None;
+    WasmMachinePool => WasmMachinePoolStatus, conditions: common.conditions,
+        generation: common.observed_generation, phase: |_| None;
+    WasmCluster => WasmClusterStatus, conditions: common.conditions,
+        generation: common.observed_generation, phase: |_| None;
+}

@@ -1,0 +1,261 @@
+//! The operator's caches: one watch per kind it reads, shared by every
+//! controller, so a reconcile reads what it needs from memory and the API
+//! server sees one watch per kind, not one per controller and a GET per
+//! reconcile. Indexes answer "the pools of this Cluster" and "who references
+//! this object" without a scan. Objects are cached without their
+//! managedFields, which nothing reads.
+//!
+//! A cache can be stale (a change may not have arrived yet), so a reconcile
+//! acts only on what its write will verify: writes are server-side applies
+//! of what the reconcile owns, or patches with a `test` of what they
+//! replace; an object missing from a cache is never the sole reason to
+//! create or delete something.
+
+mod index;
+mod shared;
+
+use std::future::Future;
+
+use futures::StreamExt as _;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client, Resource, ResourceExt as _};
+use serde::de::DeserializeOwned;
+
+pub use index::Index;
+pub use shared::{Cache, Events};
+
+use super::metrics::Metrics;
+use crate::api::{
+    Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule, WasmBootstrapConfig,
+    WasmCluster, WasmMachinePool, labels,
+};
+
+/// Every cache the controllers read.
+pub struct Caches {
+    /// Clusters.
+    pub clusters: Cache<Cluster>,
+    /// MachinePools.
+    pub pools: Cache<MachinePool>,
+    /// WasmBootstrapConfigs.
+    pub configs: Cache<WasmBootstrapConfig>,
+    /// WasmMachinePools.
+    pub infra_pools: Cache<WasmMachinePool>,
+    /// WasmClusters.
+    pub infra_clusters: Cache<WasmCluster>,
+    /// ProviderModules.
+    pub modules: Cache<ProviderModule>,
+    /// Secrets labelled with a Cluster's name (kubeconfigs, CAs, bootstrap
+    /// data), metadata only: their data is read when needed, never kept.
+    pub secrets: Cache<PartialObjectMeta<Secret>>,
+    /// ConfigMaps, metadata only: a change reloads the modules reading one.
+    pub config_maps: Cache<PartialObjectMeta<ConfigMap>>,
+    /// CustomResourceDefinitions without their schemas: which version of a
+    /// referenced kind implements which contract.
+    pub crds: Cache<CustomResourceDefinition>,
+    /// MachinePools by `<namespace>/<cluster>`.
+    pub pools_by_cluster: Index<MachinePool>,
+    /// MachinePools by the objects they reference ([`reference_key`]).
+    pub pools_by_reference: Index<MachinePool>,
+    /// Clusters by the objects they reference ([`reference_key`]).
+    pub clusters_by_reference: Index<Cluster>,
+    /// WasmBootstrapConfigs by `<namespace>/<cluster-name label>`.
+    pub configs_by_cluster: Index<WasmBootstrapConfig>,
+    /// WasmMachinePools by `<namespace>/<cluster-name label>`.
+    pub infra_pools_by_cluster: Index<WasmMachinePool>,
+}
+
+impl Caches {
+    /// Caches of everything the controllers read, through `client`; they
+    /// fill once [`Caches::run`] runs.
+    pub fn new(client: &Client) -> Self {
+        let (pools_by_cluster, pools_by_reference) = (pools_by_cluster(), pools_by_reference());
+        let clusters_by_reference = clusters_by_reference();
+        let configs_by_cluster = Index::new(by_cluster_label::<WasmBootstrapConfig>, ());
+        let infra_pools_by_cluster = Index::new(by_cluster_label::<WasmMachinePool>, ());
+        Self {
+            clusters: typed(client).indexed(&clusters_by_reference),
+            pools: typed(client)
+                .indexed(&pools_by_cluster)
+                .indexed(&pools_by_reference),
+            configs: typed(client).indexed(&configs_by_cluster),
+            infra_pools: typed(client).indexed(&infra_pools_by_cluster),
+            infra_clusters: typed(client),
+            modules: typed(client),
+            secrets: metadata(
+                client,
+                watcher::Config::default().labels(labels::CLUSTER_NAME),
+            ),
+            config_maps: metadata(client, watcher::Config::default()),
+            crds: Cache::new(
+                "customresourcedefinitions",
+                watcher(Api::all(client.clone()), watcher::Config::default())
+                    .default_backoff()
+                    .modify(|crd: &mut CustomResourceDefinition| {
+                        crd.managed_fields_mut().clear();
+                        crd.annotations_mut().clear();
+                        for version in &mut crd.spec.versions {
+                            version.schema = None;
+                            version.additional_printer_columns = None;
+                        }
+                    })
+                    .boxed(),
+                (),
+            ),
+            pools_by_cluster,
+            pools_by_reference,
+            clusters_by_reference,
+            configs_by_cluster,
+            infra_pools_by_cluster,
+        }
+    }
+
+    /// Runs every watch until the returned future is dropped; `core`: also
+    /// those only the Cluster and MachinePool controllers read.
+    pub fn run(&self, metrics: &Metrics, core: bool) -> impl Future<Output = ()> + Send + 'static {
+        let mut feeds = vec![
+            futures::FutureExt::boxed(self.clusters.run(metrics.clone())),
+            futures::FutureExt::boxed(self.pools.run(metrics.clone())),
+            futures::FutureExt::boxed(self.configs.run(metrics.clone())),
+            futures::FutureExt::boxed(self.infra_pools.run(metrics.clone())),
+            futures::FutureExt::boxed(self.infra_clusters.run(metrics.clone())),
+            futures::FutureExt::boxed(self.modules.run(metrics.clone())),
+            futures::FutureExt::boxed(self.secrets.run(metrics.clone())),
+            futures::FutureExt::boxed(self.config_maps.run(metrics.clone())),
+        ];
+        if core {
+            feeds.push(futures::FutureExt::boxed(self.crds.run(metrics.clone())));
+        }
+        async move {
+            futures::future::join_all(feeds).await;
+        }
+    }
+
+    /// Once every cache [`Caches::run`] fills has its first list: no
+    /// reconcile should take "not in the cache" for "does not exist" before.
+    pub async fn ready(&self, core: bool) {
+        futures::join!(
+            self.clusters.ready(),
+            self.pools.ready(),
+            self.configs.ready(),
+            self.infra_pools.ready(),
+            self.infra_clusters.ready(),
+            self.modules.ready(),
+            self.secrets.ready(),
+            self.config_maps.ready(),
+        );
+        if core {
+            self.crds.ready().await;
+        }
+    }
+}
+
+/// A cache of every object of `K`, without managedFields.
+fn typed<K>(client: &Client) -> Cache<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Cache::new(
+        K::plural(&()).into_owned(),
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .modify(|object: &mut K| object.managed_fields_mut().clear())
+            .boxed(),
+        (),
+    )
+}
+
+/// A cache of the metadata of `K`s matching `config`.
+fn metadata<K>(client: &Client, config: watcher::Config) -> Cache<PartialObjectMeta<K>>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Cache::new(
+        K::plural(&()).into_owned(),
+        watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
+            .default_backoff()
+            .modify(|object: &mut PartialObjectMeta<K>| object.managed_fields_mut().clear())
+            .boxed(),
+        (),
+    )
+}
+
+/// MachinePools by `<namespace>/<cluster>`.
+pub fn pools_by_cluster() -> Index<MachinePool> {
+    Index::new(|p| vec![cluster_key(p, &p.spec.cluster_name)], ())
+}
+
+/// MachinePools by the bootstrap config and infrastructure object they reference.
+pub fn pools_by_reference() -> Index<MachinePool> {
+    Index::new(
+        |p| {
+            let spec = &p.spec.template.spec;
+            let namespace = p.namespace().unwrap_or_default();
+            [
+                spec.bootstrap.config_ref.as_ref(),
+                Some(&spec.infrastructure_ref),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|r| reference_key(&namespace, r))
+            .collect()
+        },
+        (),
+    )
+}
+
+/// Clusters by the infrastructure and control-plane objects they reference.
+pub fn clusters_by_reference() -> Index<Cluster> {
+    Index::new(
+        |c| {
+            let namespace = c.namespace().unwrap_or_default();
+            [
+                c.spec.infrastructure_ref.as_ref(),
+                c.spec.control_plane_ref.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|r| reference_key(&namespace, r))
+            .collect()
+        },
+        (),
+    )
+}
+
+/// `<namespace>/<cluster>`: how the indexes by Cluster key their objects.
+pub fn cluster_key<K: Resource>(object: &K, cluster: &str) -> String {
+    format!("{}/{cluster}", object.namespace().unwrap_or_default())
+}
+
+/// `<namespace>/<group>/<kind>/<name>`: how the indexes by reference key the
+/// objects that reference another.
+pub fn reference_key(namespace: &str, reference: &ContractVersionedObjectReference) -> String {
+    format!(
+        "{namespace}/{}/{}/{}",
+        reference.api_group, reference.kind, reference.name
+    )
+}
+
+fn by_cluster_label<K: Resource>(object: &K) -> Vec<String> {
+    object
+        .labels()
+        .get(labels::CLUSTER_NAME)
+        .map(|cluster| cluster_key(object, cluster))
+        .into_iter()
+        .collect()
+}

@@ -1,0 +1,169 @@
+//! One watch of a kind, shared: a reflector store every controller reads
+//! from, indexes on it, and each change fanned out to the controllers that
+//! subscribed.
+//!
+//! kube-runtime's own shared streams (`Writer::subscribe`) drop deletions
+//! and hold the watch back while any subscriber is slow; here every change
+//! (deletions, and after a relist the objects that vanished meanwhile)
+//! reaches every subscriber through an unbounded channel, whose backlog is
+//! bounded by the number of objects since the controllers coalesce repeats.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt as _, TryStreamExt as _};
+use kube::Resource;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+
+use super::index::Index;
+use crate::controllers::metrics::Metrics;
+
+/// What a watch yields.
+pub type Events<K> = BoxStream<'static, watcher::Result<watcher::Event<K>>>;
+
+type Subscribers<K> = Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>>;
+
+/// The store's writer, the watch and the indexes it keeps, until the cache runs.
+type Feed<K> = (Writer<K>, Events<K>, Vec<Index<K>>);
+
+/// The cache of one kind.
+pub struct Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    resource: String,
+    dyntype: K::DynamicType,
+    store: Store<K>,
+    subscribers: Subscribers<K>,
+    /// The watch and the store's writer, until [`Cache::run`] takes them.
+    feed: Mutex<Option<Feed<K>>>,
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync,
+{
+    /// A cache of `resource` (its plural, for logs and metrics) filled from
+    /// `events` once it runs.
+    pub fn new(resource: impl Into<String>, events: Events<K>, dyntype: K::DynamicType) -> Self {
+        let writer = Writer::new(dyntype.clone());
+        Self {
+            resource: resource.into(),
+            dyntype,
+            store: writer.as_reader(),
+            subscribers: Arc::default(),
+            feed: Mutex::new(Some((writer, events, Vec::new()))),
+        }
+    }
+
+    /// Keeps `index` up to date with this cache (before it runs).
+    #[must_use]
+    pub fn indexed(self, index: &Index<K>) -> Self {
+        if let Some((_, _, indexes)) = lock(&self.feed).as_mut() {
+            indexes.push(index.clone());
+        }
+        self
+    }
+
+    /// The store: possibly stale, as every cache (see [`Store::get`]).
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// The object `name` in `namespace` (cluster-scoped kinds: `None`), as cached.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let mut key = ObjectRef::new_with(name, self.dyntype.clone());
+        if let Some(namespace) = namespace {
+            key = key.within(namespace);
+        }
+        self.store.get(&key)
+    }
+
+    /// Every object added, changed or deleted from now on; subscribe before
+    /// [`Cache::run`] to get every object once the first list is in.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        lock(&self.subscribers).push(sender);
+        futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|object| (object, receiver))
+        })
+    }
+
+    /// Once the first list is in the store.
+    pub async fn ready(&self) {
+        // Only a dropped writer fails this, and the writer lives as long as the watch.
+        let _ = self.store.wait_until_ready().await;
+    }
+
+    /// Watches (and retries with backoff after failures, counting them)
+    /// until the returned future is dropped. Only the first call watches.
+    pub fn run(&self, metrics: Metrics) -> impl Future<Output = ()> + Send + 'static {
+        let feed = lock(&self.feed).take();
+        let (resource, dyntype, store, subscribers) = (
+            self.resource.clone(),
+            self.dyntype.clone(),
+            self.store.clone(),
+            self.subscribers.clone(),
+        );
+        async move {
+            let Some((writer, events, indexes)) = feed else {
+                return;
+            };
+            let with_indexes = events.inspect_ok(move |event| {
+                for index in &indexes {
+                    index.apply(event);
+                }
+            });
+            let mut events = std::pin::pin!(reflector::reflector(writer, with_indexes));
+            // The store's objects when a relist began: those missing after it were deleted meanwhile.
+            let mut before: Option<Vec<Arc<K>>> = None;
+            while let Some(event) = events.next().await {
+                let touched = match event {
+                    Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                        vec![Arc::new(object)]
+                    }
+                    Ok(watcher::Event::Init) => {
+                        before = Some(store.state());
+                        continue;
+                    }
+                    Ok(watcher::Event::InitApply(_)) => continue,
+                    Ok(watcher::Event::InitDone) => {
+                        let mut touched = store.state();
+                        touched.extend(before.take().into_iter().flatten().filter(|object| {
+                            store
+                                .get(&ObjectRef::from_obj_with(&**object, dyntype.clone()))
+                                .is_none()
+                        }));
+                        touched
+                    }
+                    Err(error) => {
+                        metrics.watch_error(&resource);
+                        tracing::warn!(
+                            resource,
+                            error = &error as &dyn std::error::Error,
+                            "a watch failed; retrying"
+                        );
+                        continue;
+                    }
+                };
+                let mut subscribers = lock(&subscribers);
+                subscribers.retain(|subscriber| {
+                    touched
+                        .iter()
+                        .all(|object| subscriber.send(object.clone()).is_ok())
+                });
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every change under these locks is one push, take or retain.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

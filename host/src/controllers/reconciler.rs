@@ -1,0 +1,298 @@
+//! The one reconcile every controller runs, CAPI's skeleton in one place:
+//!
+//! 1. the object's Cluster, from the cache (a kind that needs one and has
+//!    none stops here, with its summary condition saying so);
+//! 2. the finalizer, and the metadata the kind requires, added first and
+//!    alone ([`finalizer`]);
+//! 3. paused: the `Paused` condition, and nothing else;
+//! 4. the kind's phases, every one of them even after one failed, each
+//!    reading what earlier ones left on the [`Scope`];
+//! 5. when deleting and every delete phase is done, the finalizer goes;
+//! 6. otherwise one status write, only if it changed, with
+//!    `observedGeneration` advanced only when no phase failed, and an Event
+//!    per changed condition and phase;
+//! 7. the action: the soonest requeue a phase asked for, or the error.
+//!
+//! A kind is its phase lists, its [`Scope::found`] and a summary: see
+//! [`Reconciler`].
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt as _};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::instrument;
+
+use super::context::Context;
+use super::error::Error;
+use super::finalizer::{self, Required};
+use super::outcome::{self, Outcome};
+use super::write::{self, Scoped};
+use crate::api::conditions::{self, Desired};
+use crate::api::{Cluster, ConditionType, HasStatus, ObjectStatus, Reason};
+
+/// One phase: `async fn(&mut Scope<K>, &Context) -> Result<Outcome, Error>`,
+/// boxed by [`phases!`](crate::phases).
+pub type Phase<K> =
+    for<'a> fn(&'a mut Scope<K>, &'a Context) -> BoxFuture<'a, Result<Outcome, Error>>;
+
+/// A list of phases from `async fn`s of one kind's scope.
+#[macro_export]
+macro_rules! phases {
+    ($kind:ty: $($phase:path),* $(,)?) => {
+        &[$({
+            fn phase<'a>(
+                scope: &'a mut $crate::controllers::reconciler::Scope<$kind>,
+                ctx: &'a $crate::controllers::Context,
+            ) -> ::futures::future::BoxFuture<
+                'a,
+                Result<$crate::controllers::outcome::Outcome, $crate::controllers::Error>,
+            > {
+                Box::pin($phase(scope, ctx))
+            }
+            phase as $crate::controllers::reconciler::Phase<$kind>
+        }),*]
+    };
+}
+
+/// A kind the frame reconciles.
+pub trait Reconciler:
+    HasStatus
+    + Resource<DynamicType = ()>
+    + Scoped
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// What the phases find, for the phases after them and the summary.
+    type Found: Default + Send + Sync;
+    /// The controller's name in metrics and logs.
+    const CONTROLLER: &'static str;
+    /// The field manager of its status.
+    const FIELD_MANAGER: &'static str;
+    /// Its finalizer, if deleting it needs work.
+    const FINALIZER: Option<&'static str>;
+    /// The condition summing the object up.
+    const SUMMARY: ConditionType;
+    /// The phases while it lives.
+    const PHASES: &'static [Phase<Self>];
+    /// The phases while it is deleted: done when all of them continue.
+    const DELETE_PHASES: &'static [Phase<Self>];
+
+    /// The Cluster the object belongs to, from the cache. An error stops
+    /// the reconcile before the finalizer (upstream: no finalizer without a
+    /// Cluster); only the summary condition is written.
+    fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
+        let _ = ctx;
+        Ok(None)
+    }
+
+    /// Labels and owner references the object must carry before anything
+    /// runs; they go with the finalizer.
+    fn required(scope: &Scope<Self>) -> Required {
+        let _ = scope;
+        Required::default()
+    }
+
+    /// Derived status (phase, summary conditions) once the phases ran.
+    fn summarize(scope: &mut Scope<Self>, ctx: &Context, results: &[Result<Outcome, Error>]);
+}
+
+/// What one reconcile works on.
+pub struct Scope<K: Reconciler> {
+    /// The object, as cached when the reconcile began.
+    pub object: Arc<K>,
+    /// Its Cluster, as cached.
+    pub cluster: Option<Arc<Cluster>>,
+    /// The status being computed, from the object's.
+    pub status: K::Status,
+    /// What the phases found.
+    pub found: K::Found,
+    /// When the reconcile began (for condition transitions).
+    pub now: Time,
+    /// A phase wrote to the object what brings it back (its spec, say): its
+    /// status waits for that reconcile, which sees the write, and is written
+    /// once instead of twice.
+    pub defer_status: bool,
+}
+
+impl<K: Reconciler> Scope<K> {
+    fn new(object: Arc<K>, cluster: Option<Arc<Cluster>>) -> Self {
+        Self {
+            status: object.status().cloned().unwrap_or_default(),
+            cluster,
+            object,
+            found: K::Found::default(),
+            now: Time(Timestamp::now()),
+            defer_status: false,
+        }
+    }
+
+    /// Whether the object is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.object.meta().deletion_timestamp.is_some()
+    }
+
+    /// Sets a condition.
+    pub fn set(&mut self, desired: Desired) {
+        conditions::set(
+            self.status.conditions_mut(),
+            desired,
+            self.object.meta().generation,
+            &self.now,
+        );
+    }
+
+    /// Sets condition `type_` to fail with `error`'s reason and returns the error.
+    pub fn failed(&mut self, type_: ConditionType, error: Error) -> Error {
+        self.set(Desired::fails(
+            type_,
+            error.reason(),
+            crate::report::error_chain(&error),
+        ));
+        error
+    }
+
+    /// The object's namespace.
+    pub fn namespace(&self) -> String {
+        self.object.namespace().unwrap_or_default()
+    }
+
+    /// The object as the controller of objects it adopts.
+    pub fn controller_reference(&self) -> OwnerReference {
+        self.object.controller_owner_ref(&()).unwrap_or_default()
+    }
+
+    /// The object, for Events.
+    pub fn reference(&self) -> ObjectReference {
+        self.object.object_ref(&())
+    }
+}
+
+/// Reconciles `object` of kind `K` (the controller's reconcile function).
+#[instrument(name = "reconcile", skip_all, fields(controller = K::CONTROLLER, object.ref = %ObjectRef::from_obj(&*object)))]
+pub async fn reconcile<K: Reconciler>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile(K::CONTROLLER);
+    let uid = object.uid().unwrap_or_default();
+    let action = run(object, &ctx).await?;
+    ctx.succeeded(&uid);
+    Ok(action)
+}
+
+/// The controller's error policy: counts the failure, then backs off as the error asks.
+#[allow(clippy::needless_pass_by_value)] // kube-runtime's error_policy signature
+pub fn error_policy<K: Reconciler>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.error_action(K::CONTROLLER, &object.uid().unwrap_or_default(), error)
+}
+
+async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Error> {
+    let cluster = match object.cluster(ctx) {
+        Ok(cluster) => cluster,
+        Err(error) => {
+            let mut scope = Scope::new(object, None);
+            let error = scope.failed(K::SUMMARY, error);
+            write_status(&scope, ctx).await?;
+            return Err(error);
+        }
+    };
+    let mut scope = Scope::new(object, cluster);
+    let deleting = scope.deleting();
+    if deleting {
+        if K::FINALIZER.is_some_and(|f| !scope.object.finalizers().iter().any(|o| o == f)) {
+            // Not ours to clean up, or cleaned up already.
+            return Ok(Action::await_change());
+        }
+    } else if finalizer::ensure(
+        ctx,
+        K::CONTROLLER,
+        &*scope.object,
+        K::FINALIZER,
+        &K::required(&scope),
+    )
+    .await?
+    {
+        return Ok(Action::await_change());
+    }
+
+    if let Some(why) = super::paused::why(&*scope.object, scope.cluster.as_deref()) {
+        scope.set(Desired::holds(ConditionType::Paused, Reason::Paused, why));
+        write_status(&scope, ctx).await?;
+        return Ok(Action::await_change());
+    }
+    scope.set(Desired::fails(ConditionType::Paused, Reason::NotPaused, ""));
+
+    let phases = if deleting {
+        K::DELETE_PHASES
+    } else {
+        K::PHASES
+    };
+    let mut results = Vec::with_capacity(phases.len());
+    for phase in phases {
+        results.push(phase(&mut scope, ctx).await);
+    }
+    if deleting && results.iter().all(|r| matches!(r, Ok(Outcome::Continue))) {
+        if let Some(name) = K::FINALIZER {
+            finalizer::remove(ctx, K::CONTROLLER, &*scope.object, name).await?;
+        }
+        return Ok(Action::await_change());
+    }
+
+    K::summarize(&mut scope, ctx, &results);
+    if !scope.defer_status {
+        if results.iter().all(Result::is_ok) {
+            let generation = scope.object.meta().generation;
+            scope.status.set_observed_generation(generation);
+        }
+        write_status(&scope, ctx).await?;
+    }
+    let mut outcomes = Vec::with_capacity(results.len());
+    for result in results {
+        outcomes.push(result?);
+    }
+    if scope.defer_status {
+        return Ok(Action::await_change());
+    }
+    Ok(outcome::action(&outcomes))
+}
+
+/// Writes the scope's status if it differs from the object's, announcing
+/// each changed condition, and the phase if it changed.
+async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<(), Error> {
+    let before = scope.object.status().cloned().unwrap_or_default();
+    if scope.status == before {
+        return Ok(());
+    }
+    write::status(
+        ctx,
+        K::CONTROLLER,
+        K::FIELD_MANAGER,
+        &*scope.object,
+        &scope.status,
+    )
+    .await?;
+    let reference = scope.reference();
+    ctx.announce(&reference, before.conditions(), scope.status.conditions())
+        .await;
+    if scope.status.phase() != before.phase()
+        && let Some(phase) = scope.status.phase()
+    {
+        ctx.publish(
+            &reference,
+            Reason::PhaseChanged,
+            format!("{} is {phase}", K::kind(&())),
+        )
+        .await;
+    }
+    Ok(())
+}

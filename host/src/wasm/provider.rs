@@ -1,0 +1,150 @@
+//! A loaded provider: compiled, linked, checked and pre-instantiated, with
+//! the bounds its calls run under. Immutable; built once, by loading.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{ComponentExportIndex, InstancePre};
+
+use super::bindings::interfaces;
+use super::limits::{Capabilities, Limits};
+use super::state::CallState;
+use super::types::ProviderInfo;
+use super::world::World;
+
+/// A provider ready to be called. Immutable.
+pub struct LoadedProvider {
+    pub(crate) name: Arc<str>,
+    /// `sha256:<hex>` of the component's bytes.
+    pub digest: String,
+    /// The world it implements.
+    pub world: World,
+    /// What the provider says of itself.
+    pub info: ProviderInfo,
+    /// The JSON Schema of its `spec.config`.
+    pub config_schema: serde_json::Value,
+    /// Bounds on each call.
+    pub limits: Limits,
+    pub(crate) capabilities: Arc<Capabilities>,
+    pub(crate) pre: ProviderPre,
+    /// How long loading took, from bytes to checked.
+    pub load_time: Duration,
+    /// Of which compiling (or deserialising from the cache).
+    pub compile_time: Duration,
+    /// Whether compilation was skipped thanks to the precompiled cache.
+    pub from_cache: bool,
+}
+
+/// What a call needs of a provider: its code and its bounds. Loading calls
+/// through one before the [`LoadedProvider`] exists.
+pub(crate) struct Callee<'a> {
+    pub(crate) name: &'a Arc<str>,
+    pub(crate) digest: &'a str,
+    pub(crate) world: World,
+    pub(crate) limits: &'a Limits,
+    pub(crate) capabilities: &'a Arc<Capabilities>,
+    pub(crate) pre: &'a ProviderPre,
+}
+
+/// The pre-instantiated component and where its exports are. Loading
+/// type-checked every export against the world, so a call checks only the
+/// one it makes (the generated bindings would check them all, every time).
+pub(crate) struct ProviderPre {
+    pub(crate) instance: InstancePre<CallState>,
+    pub(crate) info: ComponentExportIndex,
+    pub(crate) config_schema: ComponentExportIndex,
+    pub(crate) world: WorldExports,
+}
+
+pub(crate) enum WorldExports {
+    Bootstrap(interfaces::Bootstrap),
+    Infrastructure(InfrastructureExports),
+}
+
+pub(crate) struct InfrastructureExports {
+    pub(crate) machine_pools: interfaces::MachinePools,
+    pub(crate) clusters: interfaces::Clusters,
+    pub(crate) provider_ids: interfaces::ProviderIds,
+}
+
+impl ProviderPre {
+    /// Finds the exports of `world`; fails if one is missing.
+    pub(crate) fn new(instance: InstancePre<CallState>, world: World) -> wasmtime::Result<Self> {
+        let func = |name: &str| {
+            instance
+                .component()
+                .get_export_index(None, name)
+                .ok_or_else(|| wasmtime::format_err!("no export named `{name}`"))
+        };
+        let (info, config_schema) = (func("info")?, func("config-schema")?);
+        let world = match world {
+            World::Bootstrap => WorldExports::Bootstrap(interfaces::Bootstrap::new(&instance)?),
+            World::Infrastructure => WorldExports::Infrastructure(InfrastructureExports {
+                machine_pools: interfaces::MachinePools::new(&instance)?,
+                clusters: interfaces::Clusters::new(&instance)?,
+                provider_ids: interfaces::ProviderIds::new(&instance)?,
+            }),
+        };
+        Ok(Self {
+            instance,
+            info,
+            config_schema,
+            world,
+        })
+    }
+}
+
+impl LoadedProvider {
+    /// The registry name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its capabilities.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// What a call needs of it.
+    pub(crate) fn callee(&self) -> Callee<'_> {
+        Callee {
+            name: &self.name,
+            digest: &self.digest,
+            world: self.world,
+            limits: &self.limits,
+            capabilities: &self.capabilities,
+            pre: &self.pre,
+        }
+    }
+
+    /// What the component exports, by name (`info`, `capwasm:provider/bootstrap@0.1.0`, ...).
+    pub fn exports(&self) -> Vec<String> {
+        let component = self.pre.instance.component();
+        component
+            .component_type()
+            .exports(component.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// What the component imports, by name (`capwasm:provider/log@0.1.0`, `wasi:http/...`).
+    pub fn imports(&self) -> Vec<String> {
+        let component = self.pre.instance.component();
+        component
+            .component_type()
+            .imports(component.engine())
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for LoadedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedProvider")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("world", &self.world)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
