@@ -40,6 +40,7 @@ guests: toolchain
 	@ls -1 $(CAPWASM_GUESTS_DIR)/*.wasm
 
 lint: toolchain
+	.ci/import-cycles host/src
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(GUEST_CARGO) fmt --all -- --check

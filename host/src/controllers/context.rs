@@ -22,7 +22,7 @@ use super::config::ConfigSchemas;
 use super::error::{Error, Retry};
 use super::external::ExternalObjects;
 use super::metrics::Metrics;
-use super::secret_data::SecretData;
+use super::secrets::Secrets;
 
 /// Settings fixed for the operator's life.
 #[derive(Clone, Debug)]
@@ -89,8 +89,8 @@ pub struct Context {
     pub external: ExternalObjects,
     /// Compiled provider config schemas.
     pub schemas: ConfigSchemas,
-    /// The data of labelled Secrets handed to providers, read once per change.
-    pub secret_data: SecretData,
+    /// Secrets: metadata from the cache or the server, data kept by version.
+    pub secrets: Secrets,
     /// Clients and Node caches of workload clusters.
     pub workload: WorkloadClusters,
     recorder: Recorder,
@@ -124,7 +124,7 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             external,
             schemas: ConfigSchemas::default(),
-            secret_data: SecretData::new(client.clone()),
+            secrets: Secrets::new(client.clone()),
             backoff: Backoff::new(settings.backoff_first, settings.backoff_max),
             client,
             runtime,

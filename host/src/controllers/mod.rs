@@ -23,7 +23,7 @@ pub mod provider;
 pub mod providermodule;
 pub mod reconciler;
 pub mod requests;
-mod secret_data;
+mod secrets;
 mod watches;
 mod write;
 

@@ -33,7 +33,7 @@ use tracing::instrument;
 use super::context::Context;
 use super::error::Error;
 use super::finalizer::{self, Required};
-use super::outcome::{self, Outcome};
+use super::outcome::{self, Outcome, Wait};
 use super::write::{self, Scoped};
 use crate::api::conditions::{self, Desired};
 use crate::api::{Cluster, ConditionType, HasStatus, ObjectStatus, Reason};
@@ -152,6 +152,32 @@ impl<K: Reconciler> Scope<K> {
             self.object.meta().generation,
             &self.now,
         );
+    }
+
+    /// Sets `desired`, and waits for a change a watch reports, saying the same.
+    pub fn waits(&mut self, desired: Desired) -> Outcome {
+        let wait = Wait::on_change(desired.reason, desired.message.clone());
+        self.set(desired);
+        Outcome::Wait(wait)
+    }
+
+    /// Applies `fields` (`{"spec": ...}`, say, for `what` = `spec`) to the
+    /// object, as its controller's field manager for that part.
+    pub async fn apply(
+        &self,
+        ctx: &Context,
+        what: &'static str,
+        fields: serde_json::Value,
+    ) -> Result<(), Error> {
+        write::fields(
+            ctx,
+            K::CONTROLLER,
+            K::FIELD_MANAGER,
+            &*self.object,
+            what,
+            fields,
+        )
+        .await
     }
 
     /// Sets condition `type_` to fail with `error`'s reason and returns the error.

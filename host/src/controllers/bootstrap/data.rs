@@ -48,19 +48,16 @@ pub async fn existing(
         )));
     }
     let name = scope.object.name_any();
-    let annotation = match ctx.caches.secrets.get(Some(&scope.namespace()), &name) {
-        Some(cached) => cached.annotations().get(GENERATION_ANNOTATION).cloned(),
-        // Not cached yet, or not there: only the server can tell.
-        None => Api::<Secret>::namespaced(ctx.client.clone(), &scope.namespace())
-            .get_metadata_opt(&name)
-            .await
-            .map_err(|source| Error::Get {
-                kind: "Secret",
-                name: name.clone(),
-                source,
-            })?
-            .and_then(|s| s.annotations().get(GENERATION_ANNOTATION).cloned()),
-    };
+    let existing = ctx
+        .secrets
+        .metadata(&ctx.caches.secrets, &scope.namespace(), &name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: name.clone(),
+            source,
+        })?;
+    let annotation = existing.and_then(|s| s.annotations().get(GENERATION_ANNOTATION).cloned());
     if annotation == Some(generation(&scope.object)) {
         record(scope, Reason::DataSecretAvailable);
     }

@@ -164,17 +164,14 @@ where
         + Sync
         + 'static,
 {
-    Cache::new(
+    watched(
+        client,
         K::plural(&()).into_owned(),
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .modify(|object: &mut K| object.managed_fields_mut().clear())
-            .boxed(),
-        (),
+        watcher::Config::default(),
     )
 }
 
-/// A cache of the metadata of `K`s matching `config`.
+/// A cache of the metadata of the `K`s matching `config`.
 fn metadata<K>(client: &Client, config: watcher::Config) -> Cache<PartialObjectMeta<K>>
 where
     K: Resource<DynamicType = ()>
@@ -185,11 +182,25 @@ where
         + Sync
         + 'static,
 {
+    watched(client, K::plural(&()).into_owned(), config)
+}
+
+/// A cache of the `K`s (`resource`) matching `config`, without managedFields.
+fn watched<K>(client: &Client, resource: String, config: watcher::Config) -> Cache<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     Cache::new(
-        K::plural(&()).into_owned(),
-        watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
+        resource,
+        watcher(Api::<K>::all(client.clone()), config)
             .default_backoff()
-            .modify(|object: &mut PartialObjectMeta<K>| object.managed_fields_mut().clear())
+            .modify(|object: &mut K| object.managed_fields_mut().clear())
             .boxed(),
         (),
     )

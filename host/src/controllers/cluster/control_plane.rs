@@ -10,7 +10,7 @@ use crate::api::{Cluster, ConditionType, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::external::{self, Mirror, ReferenceError};
-use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
 
 pub async fn run(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
@@ -30,12 +30,8 @@ pub async fn run(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, E
             ..
         }) => {
             let message = format!("{reference} does not exist");
-            scope.set(Desired::fails(
+            return Ok(scope.waits(Desired::fails(
                 ConditionType::ControlPlaneInitialized,
-                Reason::ReferenceNotFound,
-                message.clone(),
-            ));
-            return Ok(Outcome::Wait(Wait::on_change(
                 Reason::ReferenceNotFound,
                 message,
             )));

@@ -10,7 +10,7 @@ use crate::api::{Cluster, ConditionType, MachinePool, Reason};
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
 use crate::workload::ClusterKey;
 
@@ -50,12 +50,8 @@ pub async fn workers(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcom
     let mut names: Vec<String> = remaining.iter().map(|p| p.name_any()).collect();
     names.sort();
     let message = format!("* MachinePools: {}", names.join(", "));
-    scope.set(Desired::holds(
+    Ok(scope.waits(Desired::holds(
         ConditionType::Deleting,
-        Reason::WaitingForWorkersDeletion,
-        message.clone(),
-    ));
-    Ok(Outcome::Wait(Wait::on_change(
         Reason::WaitingForWorkersDeletion,
         message,
     )))
@@ -91,12 +87,8 @@ pub async fn references(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Out
     for reference in references.into_iter().flatten() {
         if scope.delete_reference(ctx, &reference).await? {
             let message = format!("waiting for {reference} to be deleted");
-            scope.set(Desired::holds(
+            return Ok(scope.waits(Desired::holds(
                 ConditionType::Deleting,
-                Reason::WaitingForInfrastructureDeletion,
-                message.clone(),
-            ));
-            return Ok(Outcome::Wait(Wait::on_change(
                 Reason::WaitingForInfrastructureDeletion,
                 message,
             )));

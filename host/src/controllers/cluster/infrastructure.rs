@@ -8,7 +8,6 @@ use kube::ResourceExt as _;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
-use super::CONTROLLER;
 use crate::api::cluster::{
     ClusterDeprecatedStatus, ClusterInitializationStatus, FIELD_MANAGER, FailureDomain,
     FailureFields,
@@ -21,7 +20,6 @@ use crate::controllers::error::Error;
 use crate::controllers::external::{self, Mirror, ReferenceError};
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::reconciler::Scope;
-use crate::controllers::write;
 
 pub async fn run(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
     let provisioned = scope.object.infrastructure_provisioned();
@@ -48,12 +46,8 @@ pub async fn run(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, E
             ..
         }) => {
             let message = format!("{reference} does not exist");
-            scope.set(Desired::fails(
+            return Ok(scope.waits(Desired::fails(
                 ConditionType::InfrastructureReady,
-                Reason::ReferenceNotFound,
-                message.clone(),
-            ));
-            return Ok(Outcome::Wait(Wait::on_change(
                 Reason::ReferenceNotFound,
                 message,
             )));
@@ -111,15 +105,8 @@ pub async fn record_endpoint(scope: &mut Scope<Cluster>, ctx: &Context) -> Resul
     let Some(endpoint) = scope.found.endpoint.clone() else {
         return Ok(Outcome::Continue);
     };
-    write::fields(
-        ctx,
-        CONTROLLER,
-        FIELD_MANAGER,
-        &*scope.object,
-        "spec",
-        json!({ "spec": { "controlPlaneEndpoint": { "host": endpoint.host, "port": endpoint.port } } }),
-    )
-    .await?;
+    let spec = json!({ "spec": { "controlPlaneEndpoint": { "host": endpoint.host, "port": endpoint.port } } });
+    scope.apply(ctx, "spec", spec).await?;
     scope.defer_status = true;
     Ok(Outcome::Continue)
 }

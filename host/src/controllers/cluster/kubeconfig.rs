@@ -37,22 +37,16 @@ pub async fn run(
     let key = ClusterKey::new(scope.namespace(), scope.object.name_any());
     let name = key.kubeconfig_secret_name();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let cached = ctx
-        .caches
+    let exists = ctx
         .secrets
-        .get(Some(&key.namespace), &name)
+        .metadata(&ctx.caches.secrets, &key.namespace, &name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: name.clone(),
+            source,
+        })?
         .is_some();
-    // Not cached: unlabelled, or not there. Only the server can tell.
-    let exists = cached
-        || secrets
-            .get_metadata_opt(&name)
-            .await
-            .map_err(|source| Error::Get {
-                kind: "Secret",
-                name: name.clone(),
-                source,
-            })?
-            .is_some();
     if exists {
         rotate(scope, ctx, &key).await?;
     } else if !generate(scope, ctx, &secrets, &name).await? {

@@ -20,7 +20,6 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found, Prepared};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
-use crate::controllers::write;
 use crate::phases;
 use crate::wasm::clusters::ClusterRequest;
 
@@ -104,15 +103,8 @@ async fn provision(scope: &mut Scope<WasmCluster>, ctx: &Context) -> Result<Outc
         .as_ref()
         .is_some_and(ApiEndpoint::is_valid);
     if !given && let Some(endpoint) = &state.control_plane_endpoint {
-        write::fields(
-            ctx,
-            CONTROLLER,
-            INFRASTRUCTURE_FIELD_MANAGER,
-            &*object,
-            "spec",
-            json!({ "spec": { "controlPlaneEndpoint": { "host": endpoint.host, "port": endpoint.port } } }),
-        )
-        .await?;
+        let spec = json!({ "spec": { "controlPlaneEndpoint": { "host": endpoint.host, "port": endpoint.port } } });
+        scope.apply(ctx, "spec", spec).await?;
     }
     let status = &mut scope.status;
     let provisioned = status.ready || state.ready;

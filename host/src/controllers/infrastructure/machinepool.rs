@@ -20,7 +20,6 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
-use crate::controllers::write;
 use crate::phases;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
@@ -97,15 +96,8 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     let provider_ids = guest_io::provider_id_list(&instances);
     // The list goes first: a MachinePool that sees the pool ready copies it.
     if provider_ids != pool.spec.provider_id_list {
-        write::fields(
-            ctx,
-            CONTROLLER,
-            INFRASTRUCTURE_FIELD_MANAGER,
-            &*pool,
-            "spec",
-            json!({ "spec": { "providerIDList": provider_ids } }),
-        )
-        .await?;
+        let spec = json!({ "spec": { "providerIDList": provider_ids } });
+        scope.apply(ctx, "spec", spec).await?;
     }
     let status = &mut scope.status;
     // Once provisioned, the pool stays ready while it scales: its machines'
@@ -195,8 +187,8 @@ async fn bootstrap_data(
     };
     let namespace = machine_pool.namespace().unwrap_or_default();
     let data = ctx
-        .secret_data
-        .get(&ctx.caches.secrets, &namespace, name)
+        .secrets
+        .data(&ctx.caches.secrets, &namespace, name)
         .await
         .map_err(|source| Error::Get {
             kind: "Secret",

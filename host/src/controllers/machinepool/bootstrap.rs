@@ -26,12 +26,8 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
         }
         // The CRD requires one of the two; an object from before that rule may lack both.
         let message = "spec.template.spec.bootstrap has neither configRef nor dataSecretName";
-        scope.set(Desired::fails(
+        return Ok(scope.waits(Desired::fails(
             ConditionType::BootstrapConfigReady,
-            Reason::ReferenceInvalid,
-            message,
-        ));
-        return Ok(Outcome::Wait(Wait::on_change(
             Reason::ReferenceInvalid,
             message,
         )));

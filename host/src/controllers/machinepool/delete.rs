@@ -12,7 +12,7 @@ use crate::api::conditions::Desired;
 use crate::api::{ConditionType, MachinePool, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
 
 /// Asks for the bootstrap config's and the infrastructure object's
@@ -34,13 +34,9 @@ pub async fn references(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result
         return Ok(Outcome::Continue);
     }
     let message = format!("waiting for {} to be deleted", remaining.join(" and "));
-    scope.set(Desired::holds(
-        ConditionType::Deleting,
-        Reason::WaitingForInfrastructureDeletion,
-        message.clone(),
-    ));
     // The caches of their kinds bring the pool back as they go.
-    Ok(Outcome::Wait(Wait::on_change(
+    Ok(scope.waits(Desired::holds(
+        ConditionType::Deleting,
         Reason::WaitingForInfrastructureDeletion,
         message,
     )))

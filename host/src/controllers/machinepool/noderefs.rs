@@ -16,7 +16,7 @@ use crate::api::conditions::{self, Desired};
 use crate::api::{ConditionType, MachinePool, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
-use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
 use crate::workload::ClusterKey;
 
@@ -24,8 +24,8 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
     if !scope.found.infrastructure_ready {
         return Ok(Outcome::Continue);
     }
-    if let Some(wait) = control_plane_wait(scope) {
-        return Ok(Outcome::Wait(wait));
+    if let Some(waiting) = control_plane_wait(scope) {
+        return Ok(waiting);
     }
     let key = scope.cluster_key();
     let (nodes, api) = match ctx.workload.nodes_and_client(&key).await {
@@ -112,7 +112,7 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
 
 /// What the pool waits for while its Cluster's control plane is not up
 /// (upstream watches a workload cluster's Nodes only once it is).
-fn control_plane_wait(scope: &mut Scope<MachinePool>) -> Option<Wait> {
+fn control_plane_wait(scope: &mut Scope<MachinePool>) -> Option<Outcome> {
     let cluster = scope.cluster.clone()?;
     let conditions = cluster
         .status
@@ -125,12 +125,11 @@ fn control_plane_wait(scope: &mut Scope<MachinePool>) -> Option<Wait> {
         "waiting for Cluster {:?} to initialize its control plane",
         cluster.name_any()
     );
-    scope.set(Desired::fails(
+    Some(scope.waits(Desired::fails(
         ConditionType::ReplicasReady,
         Reason::WaitingForReplicasReady,
-        message.clone(),
-    ));
-    Some(Wait::on_change(Reason::WaitingForReplicasReady, message))
+        message,
+    )))
 }
 
 /// Sets the Node references and counts, and `ReplicasReady`.

@@ -4,14 +4,11 @@
 
 use serde_json::json;
 
-use super::CONTROLLER;
 use crate::api::MachinePool;
-use crate::api::machinepool::FIELD_MANAGER;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
-use crate::controllers::write;
 
 pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
     let current = &scope.object.spec;
@@ -33,15 +30,7 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
     {
         spec["template"] = json!({ "spec": { "bootstrap": { "dataSecretName": name } } });
     }
-    write::fields(
-        ctx,
-        CONTROLLER,
-        FIELD_MANAGER,
-        &*scope.object,
-        "spec",
-        json!({ "spec": spec }),
-    )
-    .await?;
+    scope.apply(ctx, "spec", json!({ "spec": spec })).await?;
     // The status is computed again from what this write changed.
     scope.defer_status = true;
     Ok(Outcome::Continue)

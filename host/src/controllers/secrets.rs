@@ -1,8 +1,11 @@
-//! The data of labelled Secrets a reconcile hands on (a pool's bootstrap
-//! data, to its infrastructure provider), kept by the version the Secret
-//! cache says they are at: read from the server once per change of the
-//! Secret, not once per reconcile. Only Secrets the cache holds are kept,
-//! and only while it holds them.
+//! Secrets as a reconcile reads them. Their metadata comes from the cache
+//! of labelled Secrets, or from the server for one the cache does not hold
+//! (unlabelled, or too new for it): the cache alone never says a Secret is
+//! not there. Their data is read when needed and, for the Secrets a
+//! reconcile hands on (a pool's bootstrap data, to its infrastructure
+//! provider), kept by the version the cache says it is at: read once per
+//! change of the Secret, not once per reconcile, and only while the cache
+//! holds it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,13 +20,14 @@ use super::cache::Cache;
 /// A Secret's data.
 pub type Data = Arc<BTreeMap<String, ByteString>>;
 
-/// Data kept by (namespace, name), with the resourceVersion it was read at.
-pub struct SecretData {
+/// Reads Secrets; data kept by (namespace, name), with the resourceVersion
+/// it was read at.
+pub struct Secrets {
     client: Client,
     kept: Mutex<HashMap<(String, String), (String, Data)>>,
 }
 
-impl SecretData {
+impl Secrets {
     /// Reads Secrets with `client`.
     pub fn new(client: Client) -> Self {
         Self {
@@ -32,10 +36,27 @@ impl SecretData {
         }
     }
 
+    /// The metadata of Secret `name` in `namespace`: as `secrets` (the cache)
+    /// holds it, or else as the server has it. `None` if there is none.
+    pub async fn metadata(
+        &self,
+        secrets: &Cache<PartialObjectMeta<Secret>>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<PartialObjectMeta<Secret>>>, kube::Error> {
+        if let Some(cached) = secrets.get(Some(namespace), name) {
+            return Ok(Some(cached));
+        }
+        Ok(Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get_metadata_opt(name)
+            .await?
+            .map(Arc::new))
+    }
+
     /// The data of Secret `name` in `namespace`: kept, if `secrets` (the
     /// cache of their metadata) says it has not changed since it was read;
     /// else read now. `None` if there is no such Secret.
-    pub async fn get(
+    pub async fn data(
         &self,
         secrets: &Cache<PartialObjectMeta<Secret>>,
         namespace: &str,
