@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use capwasm::testing::requests;
 use capwasm::wasm::types::ProviderError;
 use capwasm::wasm::{
-    CallError, Capabilities, Limits, Metrics, ProviderSource, Runtime, RuntimeSettings,
+    CallError, Capabilities, Limits, Metrics, ProviderSource, ProviderSpec, Runtime,
+    RuntimeSettings,
 };
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
 
@@ -76,7 +77,13 @@ async fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metri
     ] {
         let source = ProviderSource::File(guest_path(file));
         let loaded = runtime
-            .load(name, source, None, limits(), capabilities)
+            .load(ProviderSpec {
+                name: String::from(name),
+                source,
+                sha256: None,
+                limits: limits(),
+                capabilities,
+            })
             .await
             .unwrap_or_else(|e| panic!("loading {file}: {e:#?} (run `make guests`)"));
         runtime.registry().install(Arc::new(loaded));

@@ -8,8 +8,8 @@ use anyhow::Result;
 use capwasm::testing::requests;
 use capwasm::wasm::types::{BootstrapFormat, ProviderError};
 use capwasm::wasm::{
-    CallError, Capabilities, Error, Limits, PrecompiledCache, ProviderSource, Runtime,
-    RuntimeSettings, WIT_PACKAGE, World,
+    CallError, Capabilities, Error, Limits, PrecompiledCache, ProviderSource, ProviderSpec,
+    Runtime, RuntimeSettings, WIT_PACKAGE, World,
 };
 use sha2::{Digest as _, Sha256};
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
@@ -56,13 +56,13 @@ async fn install(
     source: ProviderSource,
 ) -> Result<Arc<capwasm::wasm::LoadedProvider>, Error> {
     runtime
-        .swap(
-            name,
+        .swap(ProviderSpec {
+            name: String::from(name),
             source,
-            None,
-            Limits::default(),
-            Capabilities::default(),
-        )
+            sha256: None,
+            limits: Limits::default(),
+            capabilities: Capabilities::default(),
+        })
         .await
         .map(|(loaded, _)| loaded)
 }
@@ -139,13 +139,13 @@ async fn a_digest_mismatch_is_refused_and_the_right_digest_accepted() -> Result<
     let source = ProviderSource::File(guest_path(KUBEADM));
     let wrong = "0".repeat(64);
     let err = runtime
-        .swap(
-            "kubeadm",
-            source.clone(),
-            Some(&wrong),
-            Limits::default(),
-            Capabilities::default(),
-        )
+        .swap(ProviderSpec {
+            name: String::from("kubeadm"),
+            source: source.clone(),
+            sha256: Some(wrong.clone()),
+            limits: Limits::default(),
+            capabilities: Capabilities::default(),
+        })
         .await
         .expect_err("mismatch");
     assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
@@ -156,13 +156,13 @@ async fn a_digest_mismatch_is_refused_and_the_right_digest_accepted() -> Result<
 
     let right = format!("sha256:{}", sha256(&bytes(KUBEADM)));
     let (loaded, _) = runtime
-        .swap(
-            "kubeadm",
+        .swap(ProviderSpec {
+            name: String::from("kubeadm"),
             source,
-            Some(&right),
-            Limits::default(),
-            Capabilities::default(),
-        )
+            sha256: Some(right.clone()),
+            limits: Limits::default(),
+            capabilities: Capabilities::default(),
+        })
         .await?;
     assert_eq!(loaded.digest, right);
     Ok(())
@@ -201,16 +201,16 @@ async fn bad_input_is_a_typed_error() -> Result<()> {
         assert!(expected(&err), "{what}: {err:?}");
     }
     let too_big = runtime
-        .swap(
-            "x",
-            ProviderSource::File(guest_path(KUBEADM)),
-            None,
-            Limits {
+        .swap(ProviderSpec {
+            name: String::from("x"),
+            source: ProviderSource::File(guest_path(KUBEADM)),
+            sha256: None,
+            limits: Limits {
                 memory_bytes: 1 << 40,
                 ..Limits::default()
             },
-            Capabilities::default(),
-        )
+            capabilities: Capabilities::default(),
+        })
         .await;
     assert!(
         matches!(too_big, Err(Error::MemoryLimitTooHigh { .. })),
@@ -346,13 +346,13 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
 
     // A new version: swapped in while calls run; every call from now on runs it.
     let (v2, previous) = runtime
-        .swap(
-            "sim",
-            ProviderSource::File(guest_path(SIM_V2)),
-            None,
-            Limits::default(),
-            Capabilities::default(),
-        )
+        .swap(ProviderSpec {
+            name: String::from("sim"),
+            source: ProviderSource::File(guest_path(SIM_V2)),
+            sha256: None,
+            limits: Limits::default(),
+            capabilities: Capabilities::default(),
+        })
         .await?;
     assert_eq!(previous.map(|p| p.digest.clone()), Some(v1.digest.clone()));
     assert_eq!(v2.digest, format!("sha256:{}", sha256(&bytes(SIM_V2))));
@@ -365,13 +365,13 @@ async fn hot_swap_under_load_fails_no_call_and_keeps_the_old_version_on_a_bad_mo
 
     // A broken module is refused; the working version stays in service.
     let broken = runtime
-        .swap(
-            "sim",
-            ProviderSource::Bytes(b"\0asm\x0d\0\x01\0garbage".to_vec()),
-            None,
-            Limits::default(),
-            Capabilities::default(),
-        )
+        .swap(ProviderSpec {
+            name: String::from("sim"),
+            source: ProviderSource::Bytes(b"\0asm\x0d\0\x01\0garbage".to_vec()),
+            sha256: None,
+            limits: Limits::default(),
+            capabilities: Capabilities::default(),
+        })
         .await;
     assert!(broken.is_err());
     assert_eq!(

@@ -14,7 +14,9 @@ use capwasm::wasm::machine_pools::{DeleteRequest, PoolState, ReconcileRequest};
 use capwasm::wasm::types::{
     self, BootstrapData, BootstrapFormat, Credential, DeleteOutcome, ProviderError,
 };
-use capwasm::wasm::{CallError, Capabilities, Limits, ProviderSource, Runtime, RuntimeSettings};
+use capwasm::wasm::{
+    CallError, Capabilities, Limits, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
+};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
@@ -33,13 +35,13 @@ async fn runtime() -> Runtime {
         allowed_hosts: vec!["127.0.0.1".into()],
     };
     runtime
-        .swap(
-            PROVIDER,
-            ProviderSource::File(guest_path("sim_infrastructure.wasm")),
-            None,
-            Limits::default(),
+        .swap(ProviderSpec {
+            name: String::from(PROVIDER),
+            source: ProviderSource::File(guest_path("sim_infrastructure.wasm")),
+            sha256: None,
+            limits: Limits::default(),
             capabilities,
-        )
+        })
         .await
         .unwrap_or_else(|e| panic!("loading sim_infrastructure.wasm: {e:#?} (run `make guests`)"));
     runtime
@@ -189,15 +191,15 @@ async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> R
     let before = reconcile(&runtime, &request).await?;
 
     let (v2, previous) = runtime
-        .swap(
-            PROVIDER,
-            ProviderSource::File(guest_path("sim_infrastructure_v2.wasm")),
-            None,
-            Limits::default(),
-            Capabilities {
+        .swap(ProviderSpec {
+            name: String::from(PROVIDER),
+            source: ProviderSource::File(guest_path("sim_infrastructure_v2.wasm")),
+            sha256: None,
+            limits: Limits::default(),
+            capabilities: Capabilities {
                 allowed_hosts: vec!["127.0.0.1".into()],
             },
-        )
+        })
         .await?;
     assert_eq!(
         previous.map(|p| p.info.version.clone()).as_deref(),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path, requests};
-use capwasm::wasm::{Capabilities, Limits, ProviderSource, Runtime, RuntimeSettings};
+use capwasm::wasm::{Capabilities, Limits, ProviderSource, ProviderSpec, Runtime, RuntimeSettings};
 
 const WARMUP: usize = 200;
 
@@ -35,13 +35,13 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let runtime = Runtime::new(settings, None)?;
-    let loaded = executor.block_on(runtime.load(
-        "kubeadm",
-        ProviderSource::File(guest_path("kubeadm_bootstrap.wasm")),
-        None,
-        Limits::default(),
-        Capabilities::default(),
-    ))?;
+    let loaded = executor.block_on(runtime.load(ProviderSpec {
+        name: String::from("kubeadm"),
+        source: ProviderSource::File(guest_path("kubeadm_bootstrap.wasm")),
+        sha256: None,
+        limits: Limits::default(),
+        capabilities: Capabilities::default(),
+    }))?;
     runtime.registry().install(Arc::new(loaded));
     let request = requests::generate(KUBEADM_JOIN_CONFIG);
     let info = export == "info";

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path, requests};
 use capwasm::wasm::{
-    Capabilities, Limits, PrecompiledCache, ProviderSource, Runtime, RuntimeSettings,
+    Capabilities, Limits, PrecompiledCache, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
 };
 
 const CALLS: usize = 20_000;
@@ -39,13 +39,13 @@ async fn figures() -> anyhow::Result<()> {
     };
     let load = async |runtime: &Runtime, name: &str| {
         runtime
-            .load(
-                name,
-                source.clone(),
-                None,
-                Limits::default(),
-                Capabilities::default(),
-            )
+            .load(ProviderSpec {
+                name: String::from(name),
+                source: source.clone(),
+                sha256: None,
+                limits: Limits::default(),
+                capabilities: Capabilities::default(),
+            })
             .await
     };
 

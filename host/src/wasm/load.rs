@@ -27,13 +27,21 @@ pub enum ProviderSource {
     File(PathBuf),
 }
 
-/// What to load, and under which name and bounds.
-pub(crate) struct LoadRequest {
-    pub name: Arc<str>,
+/// A provider to load: the name it is served under, where its bytes come
+/// from, the digest they must have, and the bounds and authority its calls
+/// get.
+#[derive(Clone, Debug)]
+pub struct ProviderSpec {
+    /// The registry name.
+    pub name: String,
+    /// Where the bytes come from.
     pub source: ProviderSource,
-    pub expected_sha256: Option<String>,
+    /// The digest the bytes must have (`sha256:<hex>` or `<hex>`), if pinned.
+    pub sha256: Option<String>,
+    /// Bounds on each call.
     pub limits: Limits,
-    pub capabilities: Arc<Capabilities>,
+    /// Authority beyond computing on its inputs.
+    pub capabilities: Capabilities,
 }
 
 struct Fetched(Vec<u8>);
@@ -56,16 +64,17 @@ pub(crate) async fn load(
     host: &Host<'_>,
     linker: &Linker<CallState>,
     cache: Option<&PrecompiledCache>,
-    request: LoadRequest,
+    spec: ProviderSpec,
 ) -> Result<LoadedProvider, Error> {
     let started = Instant::now();
-    let LoadRequest {
+    let ProviderSpec {
         name,
         source,
-        expected_sha256,
+        sha256: expected_sha256,
         limits,
         capabilities,
-    } = request;
+    } = spec;
+    let (name, capabilities): (Arc<str>, _) = (name.into(), Arc::new(capabilities));
     let (engine, cache) = (host.engine.clone(), cache.cloned());
     let compiled = tokio::task::spawn_blocking(move || {
         let fetched = fetch(source)?;

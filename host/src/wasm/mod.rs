@@ -28,7 +28,7 @@ pub use bindings::{bootstrap, clusters, machine_pools};
 pub use cache::PrecompiledCache;
 pub use error::{CallError, Error};
 pub use limits::{Capabilities, Limits};
-pub use load::ProviderSource;
+pub use load::{ProviderSource, ProviderSpec};
 pub use metrics::Metrics;
 pub use provider::LoadedProvider;
 pub use registry::Registry;

@@ -14,8 +14,7 @@ use super::bindings::{log, types};
 use super::cache::PrecompiledCache;
 use super::call::{GuestResult, Host};
 use super::engine::{self, EpochTicker};
-use super::limits::{Capabilities, Limits};
-use super::load::{self, LoadRequest, ProviderSource};
+use super::load::{self, ProviderSpec};
 use super::metrics::Metrics;
 use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
 use super::registry::Registry;
@@ -98,33 +97,19 @@ impl Runtime {
 
     /// Fetches, verifies, compiles (or loads from the cache) and checks a
     /// provider. Does not put it in service.
-    pub async fn load(
-        &self,
-        name: &str,
-        source: ProviderSource,
-        expected_sha256: Option<&str>,
-        limits: Limits,
-        capabilities: Capabilities,
-    ) -> Result<LoadedProvider, Error> {
+    pub async fn load(&self, spec: ProviderSpec) -> Result<LoadedProvider, Error> {
         let max = self.inner.settings.max_memory_bytes;
-        if limits.memory_bytes > max {
+        if spec.limits.memory_bytes > max {
             return Err(Error::MemoryLimitTooHigh {
-                asked: limits.memory_bytes,
+                asked: spec.limits.memory_bytes,
                 max,
             });
         }
-        let request = LoadRequest {
-            name: name.into(),
-            source,
-            expected_sha256: expected_sha256.map(str::to_owned),
-            limits,
-            capabilities: Arc::new(capabilities),
-        };
         load::load(
             &self.host(),
             &self.inner.linker,
             self.inner.settings.cache.as_ref(),
-            request,
+            spec,
         )
         .await
     }
@@ -134,16 +119,9 @@ impl Runtime {
     /// error the registry is unchanged.
     pub async fn swap(
         &self,
-        name: &str,
-        source: ProviderSource,
-        expected_sha256: Option<&str>,
-        limits: Limits,
-        capabilities: Capabilities,
+        spec: ProviderSpec,
     ) -> Result<(Arc<LoadedProvider>, Option<Arc<LoadedProvider>>), Error> {
-        let loaded = Arc::new(
-            self.load(name, source, expected_sha256, limits, capabilities)
-                .await?,
-        );
+        let loaded = Arc::new(self.load(spec).await?);
         let previous = self.inner.registry.install(loaded.clone());
         Ok((loaded, previous))
     }

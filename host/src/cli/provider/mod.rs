@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::report::error_chain;
-use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource, Runtime};
+use crate::wasm::{
+    self, Capabilities, Limits, LoadedProvider, ProviderSource, ProviderSpec, Runtime,
+};
 
 use super::Exit;
 
@@ -81,13 +83,13 @@ fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Resu
         |s| s.to_string_lossy().into_owned(),
     );
     let provider = executor
-        .block_on(runtime.load(
-            &name,
-            ProviderSource::Bytes(bytes),
-            None,
+        .block_on(runtime.load(ProviderSpec {
+            name: String::from(&name),
+            source: ProviderSource::Bytes(bytes),
+            sha256: None,
             limits,
             capabilities,
-        ))
+        }))
         .map_err(|e| refused(path, &e))?;
     let provider = Arc::new(provider);
     runtime.registry().install(provider.clone());

@@ -22,7 +22,7 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
-use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource};
+use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource, ProviderSpec};
 
 /// Removed only after the module is taken out of service.
 pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
@@ -92,13 +92,13 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
     }
     let loaded = ctx
         .runtime
-        .load(
-            &name,
-            ProviderSource::Bytes(bytes),
-            spec.sha256.as_deref(),
+        .load(ProviderSpec {
+            name: String::from(&name),
+            source: ProviderSource::Bytes(bytes),
+            sha256: spec.sha256.clone(),
             limits,
             capabilities,
-        )
+        })
         .await;
     scope.status = install(ctx, &module, in_service.as_deref(), loaded).await;
     Ok(Outcome::Continue)
