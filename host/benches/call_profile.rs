@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
     runtime.registry().install(Arc::new(loaded));
     let request = requests::generate(KUBEADM_JOIN_CONFIG);
     let info = export == "info";
-    call_loop(WARMUP as u32, &executor, &runtime, &request, info)?;
+    call_loop(WARMUP, &executor, &runtime, &request, info)?;
     let started = Instant::now();
     call_loop(calls, &executor, &runtime, &request, info)?;
     let took = started.elapsed();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::runtime::watcher;
 
-use super::ClusterKey;
+use super::cluster::ClusterKey;
 
 /// Why a workload cluster's client or Nodes are not available.
 #[derive(Debug, thiserror::Error)]

@@ -9,8 +9,8 @@
 
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
-use super::Settings;
 use super::error::InvalidKubeconfig;
+use super::settings::Settings;
 
 /// The client configuration for the kubeconfig in `value`, with this
 /// module's timeouts.

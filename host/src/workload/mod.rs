@@ -6,112 +6,33 @@
 //! which the controllers share through their context. Nothing here knows
 //! about MachinePools or WebAssembly.
 
+mod cluster;
 mod error;
 pub mod generated;
 mod kubeconfig;
 mod nodes;
+mod secrets;
+mod settings;
 mod watch;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 
+pub use cluster::{ClusterKey, NodeEvent};
 pub use error::{Error, InvalidKubeconfig};
 pub use nodes::Nodes;
+use secrets::{KUBECONFIG_KEY, KubeconfigSecrets, SecretVersion};
+pub use settings::Settings;
 use watch::NodeWatch;
-
-/// The Secret key Cluster API keeps the kubeconfig under.
-const KUBECONFIG_KEY: &str = "value";
-
-/// How far the client's read timeout lies above the watch timeout, so that
-/// the server ends an idle watch before the client gives up on it.
-const READ_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
-
-/// Identifies a Cluster API Cluster.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClusterKey {
-    /// The Cluster's namespace.
-    pub namespace: String,
-    /// The Cluster's name.
-    pub name: String,
-}
-
-impl ClusterKey {
-    /// The key of Cluster `name` in `namespace`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    /// `<name>-kubeconfig`, the Secret holding the Cluster's kubeconfig.
-    pub fn kubeconfig_secret_name(&self) -> String {
-        format!("{}-kubeconfig", self.name)
-    }
-}
-
-impl fmt::Display for ClusterKey {
-    /// `namespace/name`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// A change to a Node of some workload cluster, for mapping to MachinePools:
-/// a Node was added, changed (beyond heartbeats) or deleted, including
-/// changes found by listing again after the watch was interrupted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeEvent {
-    /// The Cluster whose workload cluster the Node is in.
-    pub cluster: ClusterKey,
-    /// The Node's name.
-    pub node_name: String,
-    /// The Node's `spec.providerID`, if set and not empty.
-    pub provider_id: Option<String>,
-}
-
-/// Timeouts of workload-cluster access.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// How long connecting to a workload API server may take, so that an
-    /// unreachable cluster fails a call in seconds.
-    pub connect_timeout: Duration,
-    /// How long [`WorkloadClusters::nodes`] waits for the first list of a
-    /// cluster's Nodes before it answers [`Error::NodeListTimeout`].
-    pub initial_list_timeout: Duration,
-    /// The server-side timeout of each Node watch request. The client's
-    /// read timeout is set above it.
-    pub watch_timeout: Duration,
-}
-
-impl Default for Settings {
-    /// Connect within 3 s, wait 5 s for a first list, re-watch every 290 s
-    /// (kube's default).
-    fn default() -> Self {
-        Self {
-            connect_timeout: Duration::from_secs(3),
-            initial_list_timeout: Duration::from_secs(5),
-            watch_timeout: Duration::from_secs(290),
-        }
-    }
-}
-
-impl Settings {
-    /// The read timeout of workload clients: above the watch timeout.
-    fn read_timeout(&self) -> Duration {
-        self.watch_timeout + READ_TIMEOUT_MARGIN
-    }
-}
 
 /// Workload-cluster access shared by all controllers. Cheap to clone; when
 /// the last clone is dropped every Node watch stops.
@@ -121,14 +42,8 @@ pub struct WorkloadClusters {
 }
 
 struct Shared {
-    /// Reads the kubeconfig Secrets.
-    management: Client,
-    /// The management cluster's labelled Secrets, metadata only: a
-    /// kubeconfig Secret is read only when it changed.
-    secrets: Store<PartialObjectMeta<Secret>>,
-    /// When each cluster's kubeconfig client certificate expires, by the
-    /// version of the Secret it was read from.
-    expiries: Mutex<HashMap<ClusterKey, (SecretVersion, Option<Timestamp>)>>,
+    /// The kubeconfig Secrets, read when they changed.
+    secrets: KubeconfigSecrets,
     settings: Settings,
     events: mpsc::UnboundedSender<NodeEvent>,
     connections: Mutex<HashMap<ClusterKey, Arc<Connection>>>,
@@ -140,15 +55,6 @@ struct Connection {
     secret: SecretVersion,
     client: Client,
     watch: Mutex<Option<Arc<NodeWatch>>>,
-}
-
-/// Which version of a kubeconfig Secret a client was built from. A Secret
-/// deleted and created again has a new uid even if the resourceVersion
-/// happened to match.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct SecretVersion {
-    uid: Option<String>,
-    resource_version: Option<String>,
 }
 
 impl WorkloadClusters {
@@ -165,9 +71,7 @@ impl WorkloadClusters {
     ) -> (Self, impl Stream<Item = NodeEvent> + Send + 'static) {
         let (events, receiver) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
-            management,
-            secrets,
-            expiries: Mutex::new(HashMap::new()),
+            secrets: KubeconfigSecrets::new(management, secrets),
             settings,
             events,
             connections: Mutex::new(HashMap::new()),
@@ -207,79 +111,35 @@ impl WorkloadClusters {
         Ok((nodes, connection.client.clone()))
     }
 
-    /// Stops the cluster's Node watch and drops its client (the Cluster was
-    /// deleted). A later call connects again.
-    pub fn forget(&self, cluster: &ClusterKey) {
-        self.expiries().remove(cluster);
-        if self.connections().remove(cluster).is_some() {
-            tracing::info!(%cluster, "stopped workload cluster access");
-        }
-    }
-
     /// When the client certificate of the cluster's kubeconfig expires, if
-    /// it has one (whether or not the kubeconfig is otherwise usable). The
-    /// Secret is read only when the cache says it changed.
+    /// it has one (whether or not the kubeconfig is otherwise usable).
     pub async fn client_certificate_expiry(
         &self,
         cluster: &ClusterKey,
     ) -> Result<Option<Timestamp>, Error> {
-        let cached = self.cached_version(cluster);
-        if let Some(version) = &cached
-            && let Some((read, expiry)) = self.expiries().get(cluster)
-            && read == version
-        {
-            return Ok(*expiry);
+        self.shared.secrets.client_certificate_expiry(cluster).await
+    }
+
+    /// Stops the cluster's Node watch and drops its client (the Cluster was
+    /// deleted). A later call connects again.
+    pub fn forget(&self, cluster: &ClusterKey) {
+        self.shared.secrets.forget(cluster);
+        if self.connections().remove(cluster).is_some() {
+            tracing::info!(%cluster, "stopped workload cluster access");
         }
-        let Some(secret) = self.read_secret(cluster).await? else {
-            self.expiries().remove(cluster);
-            return Ok(None);
-        };
-        let expiry = secret
-            .data
-            .as_ref()
-            .and_then(|data| data.get(KUBECONFIG_KEY))
-            .and_then(|value| generated::client_certificate_expiry(&value.0));
-        self.expiries()
-            .insert(cluster.clone(), (SecretVersion::of(&secret), expiry));
-        Ok(expiry)
-    }
-
-    /// The version of the cluster's kubeconfig Secret the cache holds, if
-    /// it holds it (it has the cluster-name label).
-    fn cached_version(&self, cluster: &ClusterKey) -> Option<SecretVersion> {
-        let name = cluster.kubeconfig_secret_name();
-        self.shared
-            .secrets
-            .get(&ObjectRef::new(&name).within(&cluster.namespace))
-            .map(|cached| SecretVersion {
-                uid: cached.metadata.uid.clone(),
-                resource_version: cached.metadata.resource_version.clone(),
-            })
-    }
-
-    async fn read_secret(&self, cluster: &ClusterKey) -> Result<Option<Secret>, Error> {
-        let name = cluster.kubeconfig_secret_name();
-        Api::<Secret>::namespaced(self.shared.management.clone(), &cluster.namespace)
-            .get_opt(&name)
-            .await
-            .map_err(|source| Error::GetKubeconfigSecret {
-                namespace: cluster.namespace.clone(),
-                name,
-                source,
-            })
     }
 
     async fn connection(&self, cluster: &ClusterKey) -> Result<Arc<Connection>, Error> {
         let name = cluster.kubeconfig_secret_name();
         // The Secret is read only when the cache says it changed since the
         // client was built, or does not hold it (no cluster-name label).
-        if let Some(version) = self.cached_version(cluster)
+        if let Some(version) = self.shared.secrets.cached_version(cluster)
             && let Some(connection) = self.connections().get(cluster)
             && connection.secret == version
         {
             return Ok(connection.clone());
         }
-        let secret = self.read_secret(cluster).await?;
+        let secret = self.shared.secrets.read(cluster).await?;
         let Some(secret) = secret else {
             self.disconnect(cluster, None, "the kubeconfig Secret is gone");
             return Err(Error::KubeconfigSecretNotFound {
@@ -393,14 +253,6 @@ impl WorkloadClusters {
         )
     }
 
-    fn expiries(&self) -> MutexGuard<'_, HashMap<ClusterKey, (SecretVersion, Option<Timestamp>)>> {
-        // As `connections`: every change is a single insert or remove.
-        self.shared
-            .expiries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn connections(&self) -> MutexGuard<'_, HashMap<ClusterKey, Arc<Connection>>> {
         // The map stays consistent whatever a panicking holder did: every
         // change is a single insert or remove.
@@ -436,14 +288,5 @@ impl Connection {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_some()
-    }
-}
-
-impl SecretVersion {
-    fn of(secret: &Secret) -> Self {
-        Self {
-            uid: secret.metadata.uid.clone(),
-            resource_version: secret.metadata.resource_version.clone(),
-        }
     }
 }

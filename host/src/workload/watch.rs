@@ -21,8 +21,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use super::cluster::{ClusterKey, NodeEvent};
+use super::error::Error;
 use super::nodes::{self, Nodes};
-use super::{ClusterKey, Error, NodeEvent};
 
 /// The state of a watch, as callers of `nodes()` see it.
 #[derive(Clone, Debug)]
