@@ -4,24 +4,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DynamicObject;
 
 use super::context::Context;
 use super::error::Error;
-use super::external::Resolved;
+use super::external::{Adopter, Resolved};
 use super::reconciler::{Reconciler, Scope};
 use crate::api::ContractVersionedObjectReference;
-
-/// Who adopts a referenced object, and as what.
-pub struct Adopter<'a> {
-    /// The owner reference it gets.
-    pub owner: OwnerReference,
-    /// The Cluster it is labelled with.
-    pub cluster: &'a str,
-    /// The field manager of the adoption.
-    pub manager: &'a str,
-}
 
 impl<K: Reconciler> Scope<K> {
     /// Resolves `reference` to a served version of its kind.
@@ -59,13 +48,7 @@ impl<K: Reconciler> Scope<K> {
             .map_err(error)?;
         let wrote = ctx
             .external
-            .adopt(
-                &resolved,
-                &object,
-                adopter.owner,
-                adopter.cluster,
-                adopter.manager,
-            )
+            .adopt(&resolved, &object, adopter)
             .await
             .map_err(error)?;
         self.defer_status |= wrote;

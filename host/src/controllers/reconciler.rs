@@ -169,15 +169,7 @@ impl<K: Reconciler> Scope<K> {
         what: &'static str,
         fields: serde_json::Value,
     ) -> Result<(), Error> {
-        write::fields(
-            ctx,
-            K::CONTROLLER,
-            K::FIELD_MANAGER,
-            &*self.object,
-            what,
-            fields,
-        )
-        .await
+        write::fields(ctx, author::<K>(), &*self.object, what, fields).await
     }
 
     /// Sets condition `type_` to fail with `error`'s reason and returns the error.
@@ -292,6 +284,14 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
     Ok(outcome::action(&outcomes))
 }
 
+/// Who writes for `K`.
+fn author<K: Reconciler>() -> write::Author {
+    write::Author {
+        controller: K::CONTROLLER,
+        manager: K::FIELD_MANAGER,
+    }
+}
+
 /// Writes the scope's status if it differs from the object's, announcing
 /// each changed condition, and the phase if it changed.
 async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<(), Error> {
@@ -299,14 +299,7 @@ async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<
     if scope.status == before {
         return Ok(());
     }
-    write::status(
-        ctx,
-        K::CONTROLLER,
-        K::FIELD_MANAGER,
-        &*scope.object,
-        &scope.status,
-    )
-    .await?;
+    write::status(ctx, author::<K>(), &*scope.object, &scope.status).await?;
     let reference = scope.reference();
     ctx.announce(&reference, before.conditions(), scope.status.conditions())
         .await;

@@ -19,11 +19,19 @@ use serde_json::json;
 use super::context::Context;
 use super::error::Error;
 
+/// Who writes: a controller (for metrics) and its field manager.
+#[derive(Clone, Copy, Debug)]
+pub struct Author {
+    /// The controller's name.
+    pub controller: &'static str,
+    /// Its field manager.
+    pub manager: &'static str,
+}
+
 /// Applies `status` as `object`'s status.
 pub async fn status<K, S>(
     ctx: &Context,
-    controller: &'static str,
-    manager: &str,
+    author: Author,
     object: &K,
     status: &S,
 ) -> Result<(), Error>
@@ -40,7 +48,7 @@ where
     K::api(ctx.client.clone(), object)
         .patch_status(
             &name,
-            &PatchParams::apply(manager).force(),
+            &PatchParams::apply(author.manager).force(),
             &Patch::Apply(&patch),
         )
         .await
@@ -49,7 +57,7 @@ where
             name,
             source,
         })?;
-    ctx.metrics.write(controller, "status");
+    ctx.metrics.write(author.controller, "status");
     Ok(())
 }
 
@@ -57,8 +65,7 @@ where
 /// `spec`) to `object`, as manager `<manager>-<what>`.
 pub async fn fields<K>(
     ctx: &Context,
-    controller: &'static str,
-    manager: &str,
+    author: Author,
     object: &K,
     what: &'static str,
     mut fields: serde_json::Value,
@@ -75,7 +82,7 @@ where
             .as_object_mut()
             .map(|m| m.insert("name".into(), name.clone().into()));
     }
-    let manager = format!("{manager}-{what}");
+    let manager = format!("{}-{what}", author.manager);
     K::api(ctx.client.clone(), object)
         .patch(
             &name,
@@ -84,7 +91,7 @@ where
         )
         .await
         .map_err(|source| Error::Write { what, name, source })?;
-    ctx.metrics.write(controller, what);
+    ctx.metrics.write(author.controller, what);
     Ok(())
 }
 

@@ -14,9 +14,9 @@ use crate::api::cluster::{
 };
 use crate::api::conditions::Desired;
 use crate::api::{ApiEndpoint, CLUSTER_API_VERSION, Cluster, ConditionType, Reason};
-use crate::controllers::adopt::Adopter;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
+use crate::controllers::external::Adopter;
 use crate::controllers::external::{self, Mirror, ReferenceError};
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::reconciler::Scope;

@@ -128,6 +128,16 @@ impl ReferenceError {
     }
 }
 
+/// Who adopts a referenced object, and as what.
+pub struct Adopter<'a> {
+    /// The owner reference it gets (its controller's, or not).
+    pub owner: OwnerReference,
+    /// The Cluster it is labelled with.
+    pub cluster: &'a str,
+    /// The field manager of the adoption.
+    pub manager: &'a str,
+}
+
 /// Resolves references from the cached CRDs, and reads, adopts and deletes
 /// referenced objects, reading them from caches of their kinds.
 pub struct ExternalObjects {
@@ -257,18 +267,21 @@ impl ExternalObjects {
         Ok(true)
     }
 
-    /// Makes `owner` an owner of `object` (its controller if `controller`)
-    /// and labels it with the cluster name, in one server-side apply, unless
-    /// both are already in place. Refuses an object another controller owns.
-    /// Whether it wrote.
+    /// Makes `adopter`'s owner an owner of `object` (its controller if the
+    /// reference says so) and labels it with the cluster name, in one
+    /// server-side apply, unless both are already in place. Refuses an
+    /// object another controller owns. Whether it wrote.
     pub async fn adopt(
         &self,
         resolved: &Resolved,
         object: &DynamicObject,
-        owner: OwnerReference,
-        cluster_name: &str,
-        field_manager: &str,
+        adopter: Adopter<'_>,
     ) -> Result<bool, ReferenceError> {
+        let Adopter {
+            owner,
+            cluster: cluster_name,
+            manager: field_manager,
+        } = adopter;
         let kind = resolved.resource.kind.clone();
         let name = object.name_any();
         if owner.controller == Some(true)

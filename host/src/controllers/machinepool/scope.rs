@@ -7,9 +7,9 @@ use kube::api::DynamicObject;
 
 use crate::api::machinepool::{FIELD_MANAGER, MachinePoolV1Beta1Status};
 use crate::api::{ContractVersionedObjectReference, MachinePool};
-use crate::controllers::adopt::Adopter;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
+use crate::controllers::external::Adopter;
 use crate::controllers::external::Resolved;
 use crate::controllers::reconciler::Scope;
 use crate::workload::ClusterKey;
