@@ -105,8 +105,15 @@ impl Operator {
         self.registry.clone()
     }
 
-    /// Runs the controllers until `shutdown` completes.
+    /// Runs the controllers until `shutdown` completes; provider calls in
+    /// flight then are abandoned, so that the reconciles waiting on them end
+    /// at once.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let runtime = self.context.runtime.clone();
+        let shutdown = async move {
+            shutdown.await;
+            runtime.stop();
+        };
         controllers::run(
             self.context,
             self.triggers,

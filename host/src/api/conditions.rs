@@ -172,6 +172,9 @@ reasons! {
     GuestMemoryLimit,
     /// The provider returned more than its output limit.
     GuestOutputTooLarge,
+    /// The provider returned a result that breaks the contract (a malformed
+    /// or repeated providerID, too many instances, ...); nothing of it was used.
+    InvalidProviderResult,
     /// The provider could not be instantiated.
     GuestUnavailable,
     /// A ProviderModule's code is being fetched, verified and compiled.
@@ -237,6 +240,7 @@ impl Reason {
                 | Self::GuestTimedOut
                 | Self::GuestMemoryLimit
                 | Self::GuestOutputTooLarge
+                | Self::InvalidProviderResult
                 | Self::GuestUnavailable
                 | Self::FetchFailed
                 | Self::DigestMismatch

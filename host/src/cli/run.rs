@@ -101,6 +101,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             max_memory_bytes: args.max_provider_memory_mib << 20,
             max_instances: args.max_provider_instances,
             cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
+            ..RuntimeSettings::default()
         },
         ..Config::default()
     };

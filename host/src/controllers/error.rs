@@ -130,7 +130,10 @@ pub fn guest_reason(error: &CallError) -> Reason {
         CallError::DeadlineExceeded { .. } => Reason::GuestTimedOut,
         CallError::MemoryLimit { .. } => Reason::GuestMemoryLimit,
         CallError::OutputTooLarge { .. } => Reason::GuestOutputTooLarge,
-        CallError::Instantiate { .. } | CallError::Join(_) => Reason::GuestUnavailable,
+        CallError::InvalidResult { .. } => Reason::InvalidProviderResult,
+        CallError::Instantiate { .. } | CallError::Join(_) | CallError::Abandoned { .. } => {
+            Reason::GuestUnavailable
+        }
         CallError::Provider { error, .. } => match error {
             ProviderError::RetryAfter(_) => Reason::ProviderRetrying,
             ProviderError::Terminal(_) => Reason::ProviderFailed,

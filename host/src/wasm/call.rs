@@ -19,8 +19,8 @@ use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
 use super::metrics::Metrics;
 use super::provider::{Callee, ProviderPre, WorldExports};
 use super::state::CallState;
-use super::types::{BootstrapData, DeleteOutcome, Instance, ProviderError, ProviderInfo};
-use super::{CallError, clusters::ClusterState, machine_pools::PoolState};
+use super::types::{ProviderError, ProviderInfo};
+use super::{CallError, text};
 
 /// What one export call returns before the host's checks: the outer error
 /// means the guest died, the inner one is its own typed answer.
@@ -31,13 +31,17 @@ pub(crate) struct Host<'a> {
     pub(crate) engine: &'a Engine,
     /// Instance slots: a call waits for one before it instantiates.
     pub(crate) slots: &'a Semaphore,
+    /// Outgoing connections of all guests together.
+    pub(crate) connections: &'a std::sync::Arc<Semaphore>,
+    /// Becomes true when the runtime stops.
+    pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
     pub(crate) metrics: Option<&'a Metrics>,
 }
 
 /// Runs `export` of `callee` in a fresh instance. `body` gets the store,
 /// the instance and where the provider's exports are, and makes the actual
 /// call, or returns `None` if the provider's world has no such export.
-pub(crate) async fn run<R: OutputSize>(
+pub(crate) async fn run<R>(
     host: &Host<'_>,
     callee: &Callee<'_>,
     export: &'static str,
@@ -74,15 +78,19 @@ pub(crate) async fn run<R: OutputSize>(
 fn store(engine: &Engine, callee: &Callee<'_>) -> Store<CallState> {
     let mut store = Store::new(
         engine,
-        CallState::new(callee.name.clone(), callee.limits, callee.capabilities),
+        CallState::new(callee.name.clone(), callee.limits, callee.egress),
     );
     store.limiter(|state| &mut state.limiter);
     store.epoch_deadline_async_yield_and_update(1);
+    // What the guest hands the host, in one result or one host call, is
+    // lifted against this: every element at its size in the host, every
+    // byte of a string or list.
+    store.set_hostcall_fuel(callee.limits.max_output_bytes);
     store
 }
 
 /// The call within its deadline, once an instance slot is free.
-async fn bounded<R: OutputSize>(
+async fn bounded<R>(
     host: &Host<'_>,
     callee: &Callee<'_>,
     export: &'static str,
@@ -104,7 +112,16 @@ async fn bounded<R: OutputSize>(
         let instance = callee.pre.instance.instantiate_async(&mut store).await?;
         wasmtime::Result::Ok(body(&mut store, &instance, callee.pre).await)
     };
-    let outcome = tokio::time::timeout(deadline, call).await;
+    let mut stopping = host.stopping.clone();
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout(deadline, call) => outcome,
+        _ = stopping.wait_for(|stop| *stop) => {
+            return Err(CallError::Abandoned {
+                provider: callee.name.to_string(),
+                export,
+            });
+        }
+    };
     let outcome = match outcome {
         Err(_) => {
             return Err(CallError::DeadlineExceeded {
@@ -132,25 +149,12 @@ async fn bounded<R: OutputSize>(
         Ok(Ok(Some(outcome))) => outcome,
     };
     match outcome {
-        Ok(Ok(value)) => {
-            let size = value.output_size();
-            let limit_bytes = callee.limits.max_output_bytes;
-            if size > limit_bytes {
-                return Err(CallError::OutputTooLarge {
-                    provider: callee.name.to_string(),
-                    digest: callee.digest.to_owned(),
-                    export,
-                    size,
-                    limit_bytes,
-                });
-            }
-            Ok(value)
-        }
+        Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(CallError::Provider {
             provider: callee.name.to_string(),
             digest: callee.digest.to_owned(),
             export,
-            error,
+            error: cleaned(error),
         }),
         Err(trap) => Err(classify(callee, export, &store, &trap)),
     }
@@ -196,6 +200,19 @@ fn classify(
     if store.data().limiter.hit {
         return memory_limit(callee, export);
     }
+    // wasmtime's message for hostcall fuel running out: the guest handed
+    // over more than its output limit.
+    if error.chain().any(|e| {
+        e.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    }) {
+        return CallError::OutputTooLarge {
+            provider: callee.name.to_string(),
+            digest: callee.digest.to_owned(),
+            export,
+            limit_bytes: callee.limits.max_output_bytes,
+        };
+    }
     let trap = error
         .downcast_ref::<Trap>()
         .map_or_else(|| format!("{error:#}"), ToString::to_string);
@@ -204,7 +221,27 @@ fn classify(
         digest: callee.digest.to_owned(),
         export,
         trap,
-        last_words: store.data().last_words(),
+        last_words: text::clean(&store.data().last_words(), text::MAX_LAST_WORDS_BYTES),
+    }
+}
+
+/// The guest's own error with its text bounded and made safe ([`text`]).
+fn cleaned(error: ProviderError) -> ProviderError {
+    match error {
+        ProviderError::RetryAfter(mut e) => {
+            e.message = text::clean(&e.message, text::MAX_MESSAGE_BYTES);
+            ProviderError::RetryAfter(e)
+        }
+        ProviderError::Terminal(mut e) => {
+            e.reason = text::clean(&e.reason, text::MAX_REASON_BYTES);
+            e.message = text::clean(&e.message, text::MAX_MESSAGE_BYTES);
+            ProviderError::Terminal(e)
+        }
+        ProviderError::InvalidConfig(mut e) => {
+            e.path = text::clean(&e.path, text::MAX_PATH_BYTES);
+            e.message = text::clean(&e.message, text::MAX_MESSAGE_BYTES);
+            ProviderError::InvalidConfig(e)
+        }
     }
 }
 
@@ -260,86 +297,4 @@ where
 {
     let (value,) = func.call_async(&mut *store, ()).await?;
     Ok(Ok(value))
-}
-
-// === Result sizes, for the output cap ===
-
-/// Bytes a result carries across the boundary (strings and byte lists).
-pub(crate) trait OutputSize {
-    fn output_size(&self) -> usize;
-}
-
-impl OutputSize for String {
-    fn output_size(&self) -> usize {
-        self.len()
-    }
-}
-
-impl OutputSize for () {
-    fn output_size(&self) -> usize {
-        0
-    }
-}
-
-impl OutputSize for bool {
-    fn output_size(&self) -> usize {
-        0
-    }
-}
-
-impl OutputSize for DeleteOutcome {
-    fn output_size(&self) -> usize {
-        0
-    }
-}
-
-impl OutputSize for ProviderInfo {
-    fn output_size(&self) -> usize {
-        self.name.len() + self.version.len()
-    }
-}
-
-impl OutputSize for BootstrapData {
-    fn output_size(&self) -> usize {
-        self.value.len()
-    }
-}
-
-impl OutputSize for Instance {
-    fn output_size(&self) -> usize {
-        self.id.len()
-            + self.provider_id.len()
-            + self.failure_domain.as_ref().map_or(0, String::len)
-            + self.request_token.as_ref().map_or(0, String::len)
-            + self
-                .addresses
-                .iter()
-                .map(|a| a.address.len())
-                .sum::<usize>()
-    }
-}
-
-impl OutputSize for PoolState {
-    fn output_size(&self) -> usize {
-        self.instances.iter().map(OutputSize::output_size).sum()
-    }
-}
-
-impl OutputSize for ClusterState {
-    fn output_size(&self) -> usize {
-        self.control_plane_endpoint
-            .as_ref()
-            .map_or(0, |e| e.host.len())
-            + self
-                .failure_domains
-                .iter()
-                .map(|d| {
-                    d.name.len()
-                        + d.attributes
-                            .iter()
-                            .map(|(k, v)| k.len() + v.len())
-                            .sum::<usize>()
-                })
-                .sum::<usize>()
-    }
 }

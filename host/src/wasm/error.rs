@@ -147,9 +147,10 @@ pub enum CallError {
         /// The cap.
         limit_bytes: usize,
     },
-    /// The guest returned more than it may.
+    /// The guest returned (or passed to the host) more than it may,
+    /// counted as the host holds it: elements at their size, bytes in full.
     #[error(
-        "provider {provider:?} ({digest}) returned {size} bytes from {export}, over its {limit_bytes}-byte limit"
+        "provider {provider:?} ({digest}) returned more from {export} than its {limit_bytes}-byte output limit"
     )]
     OutputTooLarge {
         /// The provider.
@@ -158,10 +159,21 @@ pub enum CallError {
         digest: String,
         /// The export called.
         export: &'static str,
-        /// What it returned.
-        size: usize,
         /// The cap.
         limit_bytes: usize,
+    },
+    /// The guest returned a result that breaks the contract.
+    #[error("provider {provider:?} ({digest}) returned from {export} an invalid result")]
+    InvalidResult {
+        /// The provider.
+        provider: String,
+        /// The digest of the code that ran.
+        digest: String,
+        /// The export called.
+        export: &'static str,
+        /// The rule broken, and where.
+        #[source]
+        violation: super::checks::Violation,
     },
     /// A fresh instance could not be made (the instance pool is full, say).
     #[error("cannot instantiate provider {provider:?} ({digest})")]
@@ -186,6 +198,14 @@ pub enum CallError {
         /// The guest's error.
         error: ProviderError,
     },
+    /// The runtime stopped (the operator is shutting down) before the call ended.
+    #[error("the call of {export} of provider {provider:?} was abandoned: the runtime is stopping")]
+    Abandoned {
+        /// The provider.
+        provider: String,
+        /// The export called.
+        export: &'static str,
+    },
     /// A blocking call task was cancelled or panicked.
     #[error("the call task did not complete")]
     Join(#[from] tokio::task::JoinError),
@@ -200,7 +220,9 @@ impl CallError {
             Self::DeadlineExceeded { .. } => "timeout",
             Self::MemoryLimit { .. } => "memory_limit",
             Self::OutputTooLarge { .. } => "output_too_large",
+            Self::InvalidResult { .. } => "invalid_result",
             Self::Instantiate { .. } | Self::Join(_) => "instantiate",
+            Self::Abandoned { .. } => "abandoned",
             Self::Provider { error, .. } => match error {
                 ProviderError::RetryAfter(_) => "retry_after",
                 ProviderError::Terminal(_) => "terminal",

@@ -14,6 +14,8 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Log lines a call may write; later lines are dropped and counted.
     pub max_log_lines: u32,
+    /// Outgoing HTTP.
+    pub http: HttpLimits,
 }
 
 impl Default for Limits {
@@ -23,6 +25,37 @@ impl Default for Limits {
             deadline: Duration::from_secs(10),
             max_output_bytes: 1 << 20,
             max_log_lines: 100,
+            http: HttpLimits::default(),
+        }
+    }
+}
+
+/// Bounds on a provider's outgoing HTTP. A request over one fails in the
+/// guest with `connection-limit-reached` (counts) or
+/// `HTTP-request-body-size` / `HTTP-response-body-size` (bodies), errors it
+/// can handle, and is counted by `capwasm_guest_http_refusals`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Requests one call may send.
+    pub requests_per_call: u32,
+    /// Requests one call may have open at once.
+    pub in_flight_per_call: u32,
+    /// Requests all calls of one provider may have open at once.
+    pub in_flight_per_provider: u32,
+    /// Bytes of a request's body.
+    pub max_request_body_bytes: u64,
+    /// Bytes of a response's body.
+    pub max_response_body_bytes: u64,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            requests_per_call: 100,
+            in_flight_per_call: 8,
+            in_flight_per_provider: 32,
+            max_request_body_bytes: 1 << 20,
+            max_response_body_bytes: 16 << 20,
         }
     }
 }

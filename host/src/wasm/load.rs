@@ -8,15 +8,16 @@ use std::time::Instant;
 
 use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 
 use super::cache::PrecompiledCache;
 use super::call::Host;
+use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
 use super::provider::{Callee, LoadedProvider, ProviderPre};
-use super::state::CallState;
+use super::runtime::Linkers;
 use super::world::World;
-use super::{CallError, Error, WIT_PACKAGE, call};
+use super::{CallError, Error, WIT_PACKAGE, call, text};
 
 /// Where a component's bytes come from.
 #[derive(Clone, Debug)]
@@ -62,7 +63,7 @@ struct Compiled {
 /// then linking and checking it with two calls under its own limits.
 pub(crate) async fn load(
     host: &Host<'_>,
-    linker: &Linker<CallState>,
+    linkers: &Linkers,
     cache: Option<&PrecompiledCache>,
     spec: ProviderSpec,
 ) -> Result<LoadedProvider, Error> {
@@ -74,7 +75,13 @@ pub(crate) async fn load(
         limits,
         capabilities,
     } = spec;
-    let (name, capabilities): (Arc<str>, _) = (name.into(), Arc::new(capabilities));
+    let name: Arc<str> = name.into();
+    let egress = Arc::new(Egress::new(
+        capabilities,
+        limits.http,
+        host.connections.clone(),
+        host.metrics.cloned(),
+    ));
     let (engine, cache) = (host.engine.clone(), cache.cloned());
     let compiled = tokio::task::spawn_blocking(move || {
         let fetched = fetch(source)?;
@@ -87,7 +94,10 @@ pub(crate) async fn load(
         world: world.as_str(),
         source,
     };
-    let instance_pre = linker.instantiate_pre(&compiled.component).map_err(link)?;
+    let instance_pre = linkers
+        .of(world)
+        .instantiate_pre(&compiled.component)
+        .map_err(link)?;
     let pre = ProviderPre::new(instance_pre, world).map_err(link)?;
     let digest = format!("sha256:{}", compiled.digest_hex);
     // Check: one real instantiation and calls under the provider's own limits.
@@ -96,11 +106,13 @@ pub(crate) async fn load(
         digest: &digest,
         world,
         limits: &limits,
-        capabilities: &capabilities,
+        egress: &egress,
         pre: &pre,
     };
     let check = |e| Error::Check(Box::new(e));
-    let info = call::info(host, &callee).await.map_err(check)?;
+    let mut info = call::info(host, &callee).await.map_err(check)?;
+    info.name = text::clean(&info.name, text::MAX_INFO_BYTES);
+    info.version = text::clean(&info.version, text::MAX_INFO_BYTES);
     match call::check_export_types(host, &callee).await {
         Err(CallError::Trapped { trap, .. }) => return Err(link(wasmtime::format_err!("{trap}"))),
         other => other.map_err(check)?,
@@ -116,7 +128,7 @@ pub(crate) async fn load(
         info,
         config_schema,
         limits,
-        capabilities,
+        egress,
         pre,
         load_time: started.elapsed(),
         compile_time: compiled.took,

@@ -25,11 +25,20 @@ struct ExportLabels {
     export: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    provider: Arc<str>,
+    /// A closed set: which bound the guest crossed.
+    limit: &'static str,
+}
+
 /// Guest call counters and durations.
 #[derive(Clone)]
 pub struct Metrics {
     calls: Family<CallLabels, Counter>,
     duration: Family<ExportLabels, Histogram>,
+    http_refusals: Family<LimitLabels, Counter>,
+    invalid_results: Family<ExportLabels, Counter>,
 }
 
 impl Metrics {
@@ -45,6 +54,16 @@ impl Metrics {
             "capwasm_guest_call_duration_seconds",
             "Duration of calls into provider components, including instantiation",
             metrics.duration.clone(),
+        );
+        registry.register(
+            "capwasm_guest_invalid_results",
+            "Results of provider calls refused for breaking the contract, by provider and export",
+            metrics.invalid_results.clone(),
+        );
+        registry.register(
+            "capwasm_guest_http_refusals",
+            "Outgoing HTTP requests of provider components refused, by provider and the limit crossed (host, requests_per_call, in_flight_per_call, in_flight_per_provider, connections)",
+            metrics.http_refusals.clone(),
         );
         metrics
     }
@@ -71,6 +90,44 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    pub(crate) fn http_refused(&self, provider: &Arc<str>, limit: &'static str) {
+        self.http_refusals
+            .get_or_create(&LimitLabels {
+                provider: provider.clone(),
+                limit,
+            })
+            .inc();
+    }
+
+    pub(crate) fn invalid_result(&self, provider: &Arc<str>, export: &'static str) {
+        self.invalid_results
+            .get_or_create(&ExportLabels {
+                provider: provider.clone(),
+                export,
+            })
+            .inc();
+    }
+
+    /// Results of `provider`'s `export` refused for breaking the contract.
+    pub fn invalid_results(&self, provider: &str, export: &'static str) -> u64 {
+        self.invalid_results
+            .get(&ExportLabels {
+                provider: provider.into(),
+                export,
+            })
+            .map_or(0, |c| c.get())
+    }
+
+    /// Outgoing requests of `provider` refused at `limit`.
+    pub fn http_refusals(&self, provider: &str, limit: &'static str) -> u64 {
+        self.http_refusals
+            .get(&LimitLabels {
+                provider: provider.into(),
+                limit,
+            })
+            .map_or(0, |c| c.get())
+    }
+
     /// How many calls of `provider`'s `export` ended with `outcome`.
     pub fn calls(&self, provider: &str, export: &'static str, outcome: &'static str) -> u64 {
         self.calls
@@ -91,6 +148,8 @@ impl Default for Metrics {
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(5e-6, 4.0, 12))
             }),
+            http_refusals: Family::default(),
+            invalid_results: Family::default(),
         }
     }
 }

@@ -11,6 +11,7 @@
 mod bindings;
 mod cache;
 mod call;
+pub mod checks;
 mod engine;
 mod error;
 mod host;
@@ -21,13 +22,14 @@ mod provider;
 mod registry;
 mod runtime;
 mod state;
+pub mod text;
 mod world;
 
 pub use bindings::types;
 pub use bindings::{bootstrap, clusters, machine_pools};
 pub use cache::PrecompiledCache;
 pub use error::{CallError, Error};
-pub use limits::{Capabilities, Limits};
+pub use limits::{Capabilities, HttpLimits, Limits};
 pub use load::{ProviderSource, ProviderSpec};
 pub use metrics::Metrics;
 pub use provider::LoadedProvider;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::component::{ComponentExportIndex, InstancePre};
 
 use super::bindings::interfaces;
+use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
 use super::state::CallState;
 use super::types::ProviderInfo;
@@ -25,7 +26,7 @@ pub struct LoadedProvider {
     pub config_schema: serde_json::Value,
     /// Bounds on each call.
     pub limits: Limits,
-    pub(crate) capabilities: Arc<Capabilities>,
+    pub(crate) egress: Arc<Egress>,
     pub(crate) pre: ProviderPre,
     /// How long loading took, from bytes to checked.
     pub load_time: Duration,
@@ -42,7 +43,7 @@ pub(crate) struct Callee<'a> {
     pub(crate) digest: &'a str,
     pub(crate) world: World,
     pub(crate) limits: &'a Limits,
-    pub(crate) capabilities: &'a Arc<Capabilities>,
+    pub(crate) egress: &'a Arc<Egress>,
     pub(crate) pre: &'a ProviderPre,
 }
 
@@ -102,7 +103,7 @@ impl LoadedProvider {
 
     /// Its capabilities.
     pub fn capabilities(&self) -> &Capabilities {
-        &self.capabilities
+        &self.egress.capabilities
     }
 
     /// What a call needs of it.
@@ -112,7 +113,7 @@ impl LoadedProvider {
             digest: &self.digest,
             world: self.world,
             limits: &self.limits,
-            capabilities: &self.capabilities,
+            egress: &self.egress,
             pre: &self.pre,
         }
     }

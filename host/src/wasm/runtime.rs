@@ -20,7 +20,8 @@ use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
 use super::registry::Registry;
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
-use super::{CallError, Error, bootstrap, call, clusters, machine_pools};
+use super::world::World;
+use super::{CallError, Error, bootstrap, call, checks, clusters, machine_pools};
 
 /// Host-wide settings, fixed for the process's life.
 #[derive(Clone, Debug)]
@@ -31,6 +32,9 @@ pub struct RuntimeSettings {
     pub max_instances: u32,
     /// Where precompiled components are kept across restarts.
     pub cache: Option<PrecompiledCache>,
+    /// Outgoing HTTP connections all guests together may hold open, so
+    /// that the operator's own clients always have descriptors left.
+    pub max_guest_connections: u32,
 }
 
 impl Default for RuntimeSettings {
@@ -39,6 +43,7 @@ impl Default for RuntimeSettings {
             max_memory_bytes: 256 << 20,
             max_instances: 64,
             cache: None,
+            max_guest_connections: 256,
         }
     }
 }
@@ -56,11 +61,14 @@ pub struct Runtime {
 
 struct Inner {
     engine: Engine,
-    linker: Linker<CallState>,
+    linkers: Linkers,
     registry: Registry,
     settings: RuntimeSettings,
     metrics: Option<Metrics>,
     slots: Semaphore,
+    connections: Arc<Semaphore>,
+    /// Set once the runtime stops: calls in flight are abandoned.
+    stopping: tokio::sync::watch::Sender<bool>,
     _ticker: EpochTicker,
 }
 
@@ -68,13 +76,15 @@ impl Runtime {
     /// Creates the engine (and starts its epoch ticker) and the linker.
     pub fn new(settings: RuntimeSettings, metrics: Option<Metrics>) -> Result<Self, Error> {
         let (engine, ticker) = engine::new(settings.max_memory_bytes, settings.max_instances)?;
-        let linker = linker(&engine).map_err(Error::Engine)?;
+        let linkers = Linkers::new(&engine).map_err(Error::Engine)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
-                linker,
+                linkers,
                 registry: Registry::default(),
                 slots: Semaphore::new(settings.max_instances as usize),
+                connections: Arc::new(Semaphore::new(settings.max_guest_connections as usize)),
+                stopping: tokio::sync::watch::Sender::new(false),
                 settings,
                 metrics,
                 _ticker: ticker,
@@ -91,8 +101,17 @@ impl Runtime {
         Host {
             engine: &self.inner.engine,
             slots: &self.inner.slots,
+            connections: &self.inner.connections,
+            stopping: self.inner.stopping.subscribe(),
             metrics: self.inner.metrics.as_ref(),
         }
+    }
+
+    /// Abandons every call in flight, and every call made from now on, with
+    /// [`CallError::Abandoned`]: the process is stopping, and calls are
+    /// idempotent by contract, so none needs to finish.
+    pub fn stop(&self) {
+        self.inner.stopping.send_replace(true);
     }
 
     /// Fetches, verifies, compiles (or loads from the cache) and checks a
@@ -107,7 +126,7 @@ impl Runtime {
         }
         load::load(
             &self.host(),
-            &self.inner.linker,
+            &self.inner.linkers,
             self.inner.settings.cache.as_ref(),
             spec,
         )
@@ -144,14 +163,15 @@ impl Runtime {
         call::info(&self.host(), &provider.callee()).await
     }
 
-    /// `bootstrap.generate` of `provider`.
+    /// `bootstrap.generate` of `provider`: bootstrap data of the format it
+    /// claims ([`checks::bootstrap_data`]).
     pub async fn generate(
         &self,
         provider: &str,
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
         let provider = self.provider(provider)?;
-        call::run(
+        let data = call::run(
             &self.host(),
             &provider.callee(),
             "bootstrap.generate",
@@ -165,23 +185,34 @@ impl Runtime {
                 WorldExports::Infrastructure(_) => None,
             },
         )
-        .await
+        .await?;
+        self.checked(
+            &provider,
+            "bootstrap.generate",
+            checks::bootstrap_data(&data),
+        )?;
+        Ok(data)
     }
 
-    /// `machine-pools.reconcile` of `provider`.
+    /// `machine-pools.reconcile` of `provider`: instances within the
+    /// contract's bounds for the replicas asked for ([`checks::pool_state`]).
     pub async fn reconcile_pool(
         &self,
         provider: &str,
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
         let provider = self.provider(provider)?;
-        self.infrastructure(&provider, "machine-pools.reconcile", async |store, i, x| {
-            x.machine_pools
-                .load(&mut *store, i)?
-                .call_reconcile(store, request)
-                .await
-        })
-        .await
+        let state = self
+            .infrastructure(&provider, "machine-pools.reconcile", async |store, i, x| {
+                x.machine_pools
+                    .load(&mut *store, i)?
+                    .call_reconcile(store, request)
+                    .await
+            })
+            .await?;
+        let rules = checks::pool_state(&state, request.replicas);
+        self.checked(&provider, "machine-pools.reconcile", rules)?;
+        Ok(state)
     }
 
     /// `machine-pools.delete` of `provider`.
@@ -200,20 +231,28 @@ impl Runtime {
         .await
     }
 
-    /// `clusters.reconcile` of `provider`.
+    /// `clusters.reconcile` of `provider`: an endpoint and failure domains
+    /// within the contract's bounds ([`checks::cluster_state`]).
     pub async fn reconcile_cluster(
         &self,
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
         let provider = self.provider(provider)?;
-        self.infrastructure(&provider, "clusters.reconcile", async |store, i, x| {
-            x.clusters
-                .load(&mut *store, i)?
-                .call_reconcile(store, request)
-                .await
-        })
-        .await
+        let state = self
+            .infrastructure(&provider, "clusters.reconcile", async |store, i, x| {
+                x.clusters
+                    .load(&mut *store, i)?
+                    .call_reconcile(store, request)
+                    .await
+            })
+            .await?;
+        self.checked(
+            &provider,
+            "clusters.reconcile",
+            checks::cluster_state(&state),
+        )?;
+        Ok(state)
     }
 
     /// `clusters.delete` of `provider`.
@@ -266,8 +305,28 @@ impl Runtime {
         .await
     }
 
+    /// A result that broke a rule, as the call's error, counted as such.
+    fn checked(
+        &self,
+        provider: &LoadedProvider,
+        export: &'static str,
+        rules: Result<(), checks::Violation>,
+    ) -> Result<(), CallError> {
+        rules.map_err(|violation| {
+            if let Some(metrics) = self.metrics() {
+                metrics.invalid_result(&provider.name, export);
+            }
+            CallError::InvalidResult {
+                provider: provider.name().to_owned(),
+                digest: provider.digest.clone(),
+                export,
+                violation,
+            }
+        })
+    }
+
     /// An export only the infrastructure world has.
-    async fn infrastructure<R: call::OutputSize>(
+    async fn infrastructure<R>(
         &self,
         provider: &LoadedProvider,
         export: &'static str,
@@ -290,10 +349,37 @@ impl Runtime {
     }
 }
 
-/// Exactly what the provider worlds import — `log`, clocks, random and
-/// outgoing HTTP — plus the `wasi:cli`, `wasi:io` and insecure-random
-/// pieces Rust's standard library imports, all backed by an empty context. No filesystem and no
-/// sockets: a component importing them fails to load, saying which import.
+/// What a component of each world may import, and nothing else: a
+/// component importing anything outside its world (a bootstrap provider
+/// importing `wasi:http`, say) fails to load, its message naming the import.
+pub(crate) struct Linkers {
+    bootstrap: Linker<CallState>,
+    infrastructure: Linker<CallState>,
+}
+
+impl Linkers {
+    fn new(engine: &Engine) -> wasmtime::Result<Self> {
+        let bootstrap = linker(engine)?;
+        let mut infrastructure = linker(engine)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut infrastructure)?;
+        Ok(Self {
+            bootstrap,
+            infrastructure,
+        })
+    }
+
+    /// The linker of `world`.
+    pub(crate) fn of(&self, world: World) -> &Linker<CallState> {
+        match world {
+            World::Bootstrap => &self.bootstrap,
+            World::Infrastructure => &self.infrastructure,
+        }
+    }
+}
+
+/// What every provider world imports — `log`, clocks and random — plus the
+/// `wasi:cli`, `wasi:io` and insecure-random pieces Rust's standard library
+/// imports, all backed by an empty context. No filesystem and no sockets.
 fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     let l = &mut linker;
@@ -311,6 +397,5 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     // The standard library seeds its hash maps from these.
     random::insecure::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
     random::insecure_seed::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)?;
     Ok(linker)
 }

@@ -7,8 +7,8 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::host::http::EgressPolicy;
-use super::limits::{Capabilities, Limits, MemoryLimiter};
+use super::host::http::{Egress, EgressPolicy};
+use super::limits::{Limits, MemoryLimiter};
 
 /// Bytes of guest stderr kept for error messages (a panic message, say).
 const STDERR_CAPACITY: usize = 4096;
@@ -31,17 +31,13 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(
-        provider: Arc<str>,
-        limits: &Limits,
-        capabilities: &Arc<Capabilities>,
-    ) -> Self {
+    pub(crate) fn new(provider: Arc<str>, limits: &Limits, egress: &Arc<Egress>) -> Self {
         Self {
             wasi: None,
             stderr: None,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            egress: EgressPolicy::new(provider.clone(), capabilities.clone()),
+            egress: EgressPolicy::new(provider.clone(), egress.clone(), limits.deadline),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             provider,
             log_lines_left: limits.max_log_lines,

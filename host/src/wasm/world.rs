@@ -24,6 +24,40 @@ impl World {
         }
     }
 
+    /// The interfaces a component of the world may import (any version the
+    /// host serves): what the world grants, and what Rust's standard
+    /// library pulls in, served empty.
+    pub fn may_import(self) -> impl Iterator<Item = &'static str> {
+        const EVERY_WORLD: &[&str] = &[
+            "capwasm:provider/log",
+            "capwasm:provider/types",
+            "wasi:clocks/monotonic-clock",
+            "wasi:clocks/wall-clock",
+            "wasi:random/random",
+            "wasi:random/insecure",
+            "wasi:random/insecure-seed",
+            "wasi:io/error",
+            "wasi:io/poll",
+            "wasi:io/streams",
+            "wasi:cli/stdin",
+            "wasi:cli/stdout",
+            "wasi:cli/stderr",
+            "wasi:cli/environment",
+            "wasi:cli/exit",
+            "wasi:cli/terminal-input",
+            "wasi:cli/terminal-output",
+            "wasi:cli/terminal-stdin",
+            "wasi:cli/terminal-stdout",
+            "wasi:cli/terminal-stderr",
+        ];
+        const HTTP: &[&str] = &["wasi:http/types", "wasi:http/outgoing-handler"];
+        let http = match self {
+            Self::Bootstrap => &[][..],
+            Self::Infrastructure => HTTP,
+        };
+        EVERY_WORLD.iter().chain(http).copied()
+    }
+
     /// The interface whose export identifies the world.
     pub(crate) fn marker(self) -> &'static str {
         match self {

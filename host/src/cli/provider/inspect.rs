@@ -40,6 +40,8 @@ struct Description<'a> {
     version: &'a str,
     exports: Vec<String>,
     imports: Vec<String>,
+    /// What a component of its world may import at all.
+    may_import: Vec<&'static str>,
     config_schema: &'a serde_json::Value,
 }
 
@@ -74,6 +76,7 @@ fn describe<'a>(
         name: &provider.info.name,
         version: &provider.info.version,
         imports: provider.imports(),
+        may_import: provider.world.may_import().collect(),
         exports,
         config_schema: &provider.config_schema,
     }
@@ -104,6 +107,10 @@ fn write_text(out: &mut impl std::io::Write, d: &Description<'_>) -> anyhow::Res
     }
     writeln!(out, "imports:")?;
     for import in &d.imports {
+        writeln!(out, "  {import}")?;
+    }
+    writeln!(out, "its world may import:")?;
+    for import in &d.may_import {
         writeln!(out, "  {import}")?;
     }
     writeln!(out, "config schema:")?;

@@ -63,6 +63,7 @@ fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Resu
             // One call at a time, plus the loading check.
             max_instances: 2,
             cache: None,
+            ..wasm::RuntimeSettings::default()
         },
         None,
     )

@@ -34,6 +34,7 @@ enum Verdict {
     MemoryLimit = 22,
     /// The result was over `--max-output-kib`.
     OutputTooLarge = 23,
+    InvalidResult = 25,
     /// No instance could be made.
     Instantiate = 24,
 }
@@ -74,7 +75,8 @@ each starting `guest said: `). Exit codes:
   21  the call ran past --timeout-ms:    deadline exceeded: ...
   22  the guest hit --memory-mib:        memory limit exceeded: ...
   23  the result was over --max-output-kib: output too large: ...
-  24  no instance could be made:         cannot instantiate: ...";
+  24  no instance could be made:         cannot instantiate: ...
+  25  the result broke the contract:      invalid result: ... (a malformed providerID, say)";
 
 /// Flags of `capwasm provider test`.
 #[derive(Debug, clap::Args)]
@@ -246,20 +248,28 @@ fn describe(error: &CallError) -> Option<(String, Verdict)> {
         ),
         CallError::OutputTooLarge {
             export,
-            size,
             limit_bytes,
             ..
         } => (
             format!(
-                "output too large: {export} returned {size} bytes, over the limit of {limit_bytes} (--max-output-kib)"
+                "output too large: {export} returned more than the limit of {limit_bytes} bytes (--max-output-kib)"
             ),
             Verdict::OutputTooLarge,
+        ),
+        CallError::InvalidResult {
+            export, violation, ..
+        } => (
+            format!("invalid result: {export} returned {violation}"),
+            Verdict::InvalidResult,
         ),
         CallError::Instantiate { .. } => (
             format!("cannot instantiate: {}", crate::report::error_chain(error)),
             Verdict::Instantiate,
         ),
-        CallError::NotLoaded(_) | CallError::WrongWorld { .. } | CallError::Join(_) => {
+        CallError::NotLoaded(_)
+        | CallError::WrongWorld { .. }
+        | CallError::Join(_)
+        | CallError::Abandoned { .. } => {
             return None;
         }
     })
@@ -340,6 +350,7 @@ mod tests {
             Verdict::Deadline,
             Verdict::MemoryLimit,
             Verdict::OutputTooLarge,
+            Verdict::InvalidResult,
             Verdict::Instantiate,
         ] {
             let code = format!("  {}  ", verdict as u8);

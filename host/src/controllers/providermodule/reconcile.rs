@@ -22,7 +22,9 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
-use crate::wasm::{self, Capabilities, Limits, LoadedProvider, ProviderSource, ProviderSpec};
+use crate::wasm::{
+    self, Capabilities, HttpLimits, Limits, LoadedProvider, ProviderSource, ProviderSpec,
+};
 
 /// Removed only after the module is taken out of service.
 pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
@@ -222,6 +224,8 @@ async fn fetch(ctx: &Context, source: &ModuleSource) -> Result<Vec<u8>, String> 
 
 fn limits(spec: &ProviderModuleSpec, defaults: &Limits) -> Limits {
     let set = spec.limits.clone().unwrap_or_default();
+    let kib = |value: Option<u32>, default: u64| value.map_or(default, |kib| u64::from(kib) << 10);
+    let http = &defaults.http;
     Limits {
         memory_bytes: set
             .memory_mib
@@ -233,6 +237,20 @@ fn limits(spec: &ProviderModuleSpec, defaults: &Limits) -> Limits {
             .max_output_kib
             .map_or(defaults.max_output_bytes, |kib| (kib as usize) << 10),
         max_log_lines: set.max_log_lines.unwrap_or(defaults.max_log_lines),
+        http: HttpLimits {
+            requests_per_call: set.http_requests_per_call.unwrap_or(http.requests_per_call),
+            in_flight_per_call: set
+                .http_in_flight_per_call
+                .unwrap_or(http.in_flight_per_call),
+            in_flight_per_provider: set
+                .http_in_flight_per_provider
+                .unwrap_or(http.in_flight_per_provider),
+            max_request_body_bytes: kib(set.http_max_request_body_kib, http.max_request_body_bytes),
+            max_response_body_bytes: kib(
+                set.http_max_response_body_kib,
+                http.max_response_body_bytes,
+            ),
+        },
     }
 }
 

@@ -1,28 +1,109 @@
-//! `wasi:http` egress: only the hosts a provider's capabilities list. A
-//! refused request is an error the guest sees (`HttpRequestDenied`), not a
-//! trap, and a host log line.
+//! `wasi:http` egress, bounded: only the hosts a provider's capabilities
+//! list, and only so many requests, open at once or in all, with bodies of
+//! bounded size, each within the call's deadline. A refused request is an
+//! error the guest sees and can handle (`HTTP-request-denied`,
+//! `connection-limit-reached`, `HTTP-request-body-size`,
+//! `HTTP-response-body-size`), never a trap, and is counted.
+//!
+//! Open requests hold permits until their connection closes: one of the
+//! call's, one of the provider's, and one of the runtime's, which bounds the
+//! sockets guests can hold all together, so that the operator's own clients
+//! always have descriptors left.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::BodyExt as _;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::super::limits::Capabilities;
+use super::super::limits::{Capabilities, HttpLimits};
+use super::super::metrics::Metrics;
 
-/// No single HTTP phase may take longer: the call's epoch deadline cannot
-/// interrupt a guest blocked inside the host waiting for a response.
+/// No single HTTP phase may take longer, whatever the guest asks for.
 const MAX_PHASE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the outgoing HTTP of one provider shares across its calls.
+pub(crate) struct Egress {
+    pub(crate) capabilities: Capabilities,
+    pub(crate) limits: HttpLimits,
+    /// Requests of this provider open now.
+    in_flight: Arc<Semaphore>,
+    /// Requests of every provider open now (the runtime's).
+    connections: Arc<Semaphore>,
+    metrics: Option<Metrics>,
+}
+
+impl Egress {
+    pub(crate) fn new(
+        capabilities: Capabilities,
+        limits: HttpLimits,
+        connections: Arc<Semaphore>,
+        metrics: Option<Metrics>,
+    ) -> Self {
+        Self {
+            capabilities,
+            limits,
+            in_flight: Arc::new(Semaphore::new(limits.in_flight_per_provider as usize)),
+            connections,
+            metrics,
+        }
+    }
+}
+
+/// The egress of one call.
 pub(crate) struct EgressPolicy {
     provider: Arc<str>,
-    capabilities: Arc<Capabilities>,
+    egress: Arc<Egress>,
+    /// Requests this call has sent.
+    sent: u32,
+    /// Requests of this call open now.
+    in_flight: Arc<Semaphore>,
+    /// The call's deadline: no phase waits longer.
+    deadline: Duration,
 }
 
 impl EgressPolicy {
-    pub(crate) fn new(provider: Arc<str>, capabilities: Arc<Capabilities>) -> Self {
+    pub(crate) fn new(provider: Arc<str>, egress: Arc<Egress>, deadline: Duration) -> Self {
+        let per_call = egress.limits.in_flight_per_call as usize;
         Self {
             provider,
-            capabilities,
+            egress,
+            sent: 0,
+            in_flight: Arc::new(Semaphore::new(per_call)),
+            deadline,
+        }
+    }
+
+    /// Permits for one more request, or the limit it would cross.
+    fn admit(&mut self) -> Result<[OwnedSemaphorePermit; 3], &'static str> {
+        self.sent = self.sent.saturating_add(1);
+        if self.sent > self.egress.limits.requests_per_call {
+            return Err("requests_per_call");
+        }
+        let call = self
+            .in_flight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| "in_flight_per_call")?;
+        let provider = self
+            .egress
+            .in_flight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| "in_flight_per_provider")?;
+        let runtime = self
+            .egress
+            .connections
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| "connections")?;
+        Ok([call, provider, runtime])
+    }
+
+    fn refused(&self, limit: &'static str) {
+        if let Some(metrics) = &self.egress.metrics {
+            metrics.http_refused(&self.provider, limit);
         }
     }
 }
@@ -42,7 +123,8 @@ impl WasiHttpHooks for EgressPolicy {
             .authority()
             .map(|a| a.as_str().to_owned())
             .unwrap_or_default();
-        if !self.capabilities.allows(&authority) {
+        if !self.egress.capabilities.allows(&authority) {
+            self.refused("host");
             tracing::warn!(
                 provider = &*self.provider,
                 authority,
@@ -50,18 +132,62 @@ impl WasiHttpHooks for EgressPolicy {
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
-        let options = bounded(options.unwrap_or_default());
+        let permits = match self.admit() {
+            Ok(permits) => permits,
+            Err(limit) => {
+                self.refused(limit);
+                tracing::debug!(
+                    provider = &*self.provider,
+                    limit,
+                    "refused an outgoing HTTP request over a limit"
+                );
+                return Box::new(async { Err(Error::ConnectionLimitReached) });
+            }
+        };
+        let limits = self.egress.limits;
+        let options = bounded(options.unwrap_or_default(), self.deadline);
+        let request = request.map(|body| {
+            limited(
+                body,
+                limits.max_request_body_bytes,
+                Error::HttpRequestBodySize,
+            )
+        });
         Box::new(async move {
-            use http_body_util::BodyExt;
             let (response, io) =
                 wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as Io))
+            let response = response.map(|body| {
+                limited(
+                    body.boxed_unsync(),
+                    limits.max_response_body_bytes,
+                    Error::HttpResponseBodySize,
+                )
+            });
+            // The permits go when the connection does.
+            let io = async move {
+                let _permits = permits;
+                io.await
+            };
+            Ok((response, Box::new(io) as Io))
         })
     }
 }
 
-fn bounded(options: RequestOptions) -> RequestOptions {
-    let cap = |t: Option<Duration>| Some(t.map_or(MAX_PHASE_TIMEOUT, |t| t.min(MAX_PHASE_TIMEOUT)));
+/// `body`, failing with `too_large(limit)` once it passes `limit` bytes.
+fn limited(body: WasiBody, limit: u64, too_large: fn(Option<u64>) -> Error) -> WasiBody {
+    let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
+    http_body_util::Limited::new(body, limit_usize)
+        .map_err(move |error| match error.downcast::<Error>() {
+            Ok(error) => *error,
+            Err(_) => too_large(Some(limit)),
+        })
+        .boxed_unsync()
+}
+
+/// The guest's timeouts, none over [`MAX_PHASE_TIMEOUT`] or the call's deadline.
+fn bounded(options: RequestOptions, deadline: Duration) -> RequestOptions {
+    let most = MAX_PHASE_TIMEOUT.min(deadline);
+    let cap = |t: Option<Duration>| Some(t.map_or(most, |t| t.min(most)));
     RequestOptions {
         connect_timeout: cap(options.connect_timeout),
         first_byte_timeout: cap(options.first_byte_timeout),

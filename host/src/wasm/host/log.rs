@@ -3,9 +3,9 @@
 
 use super::super::bindings::log::{Host, Level};
 use super::super::state::CallState;
+use super::super::text::{self, MAX_LOG_KEY_BYTES, MAX_LOG_MESSAGE_BYTES, MAX_LOG_VALUE_BYTES};
 
-/// A longer message is cut; a guest must not fill the host's logs.
-const MAX_MESSAGE_BYTES: usize = 2048;
+/// Fields of one line; later ones are dropped.
 const MAX_FIELDS: usize = 16;
 
 impl Host for CallState {
@@ -13,7 +13,7 @@ impl Host for CallState {
         if is_panic(level, &fields) {
             // Kept whatever the budget, and not logged: it belongs in the
             // trap error that follows, which whoever called reports.
-            self.panic_message = Some(truncate(&message, MAX_MESSAGE_BYTES).to_owned());
+            self.panic_message = Some(text::clean(&message, MAX_LOG_MESSAGE_BYTES));
             return;
         }
         if self.log_lines_left == 0 {
@@ -33,11 +33,17 @@ impl Host for CallState {
         if !enabled {
             return;
         }
-        let message = truncate(&message, MAX_MESSAGE_BYTES);
+        let message = text::clean(&message, MAX_LOG_MESSAGE_BYTES);
         let fields: Vec<String> = fields
             .iter()
             .take(MAX_FIELDS)
-            .map(|(k, v)| format!("{}={}", truncate(k, 64), truncate(v, 256)))
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    text::clean(k, MAX_LOG_KEY_BYTES),
+                    text::clean(v, MAX_LOG_VALUE_BYTES)
+                )
+            })
             .collect();
         let fields = fields.join(" ");
         let provider = &*self.provider;
@@ -63,14 +69,3 @@ fn is_panic(level: Level, fields: &[(String, String)]) -> bool {
 }
 
 impl super::super::bindings::types::Host for CallState {}
-
-fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
