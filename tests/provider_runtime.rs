@@ -79,7 +79,8 @@ async fn kubeadm_bootstrap_generates_a_join_cloud_config() -> Result<()> {
     assert_eq!(loaded.world, World::Bootstrap);
     assert_eq!(loaded.info.name, "kubeadm-bootstrap");
     assert_eq!(
-        loaded.config_schema["additionalProperties"], false,
+        loaded.config_schema.json()["additionalProperties"],
+        false,
         "a strict schema"
     );
     assert_eq!(loaded.digest, format!("sha256:{}", sha256(&bytes(KUBEADM))));

@@ -156,6 +156,8 @@ reasons! {
     ProviderWorldMismatch,
     /// `spec.config` does not satisfy the provider's schema.
     InvalidConfig,
+    /// Checking `spec.config` against the provider's schema took longer than its budget.
+    ConfigCheckTimedOut,
     /// The ProviderModule's credentials Secret cannot be read.
     CredentialsNotFound,
     /// The ProviderModule names a credentials Secret outside the namespace the operator reads them from.
@@ -233,6 +235,7 @@ impl Reason {
                 | Self::ProviderNotReady
                 | Self::ProviderWorldMismatch
                 | Self::InvalidConfig
+                | Self::ConfigCheckTimedOut
                 | Self::CredentialsNotFound
                 | Self::CredentialsNotAllowed
                 | Self::ProviderFailed

@@ -19,6 +19,7 @@ use crate::api::{
 use crate::wasm::types::{self, ProviderError};
 use crate::wasm::{CallError, LoadedProvider, World};
 
+use super::config::ConfigError;
 use super::context::Context;
 use super::error::Error;
 use super::outcome::{Outcome, Wait};
@@ -27,6 +28,8 @@ use super::reconciler::{Reconciler, Scope};
 /// How soon to look again for a credentials Secret that is not there
 /// (credentials Secrets are not watched).
 const CREDENTIALS_POLL: Duration = Duration::from_secs(30);
+/// How soon to look again for the verdict of a config check that outran its budget.
+const CONFIG_CHECK_RETRY: Duration = Duration::from_secs(5);
 
 /// A Wasm provider kind: which module serves it, with what config.
 pub trait ProviderObject: Reconciler<Found = Found>
@@ -149,6 +152,23 @@ where
     Ok(Outcome::Continue)
 }
 
+/// The wait, if `config` is not (or not yet) accepted by `provider`'s schema.
+async fn check_config(
+    ctx: &Context,
+    provider: &LoadedProvider,
+    config: Option<&Value>,
+) -> Option<Outcome> {
+    match ctx.schemas.check(provider, config).await {
+        Ok(()) => None,
+        Err(late @ ConfigError::TimedOut { .. }) => Some(Outcome::Wait(Wait::after(
+            Reason::ConfigCheckTimedOut,
+            late.to_string(),
+            CONFIG_CHECK_RETRY,
+        ))),
+        Err(invalid) => Some(wait(Reason::InvalidConfig, invalid.to_string())),
+    }
+}
+
 /// The prepare phase: the object's ProviderModule must exist, implement
 /// the kind's world, have a version in service and accept the config, and
 /// its credentials Secret must be readable. What is missing is a wait.
@@ -191,8 +211,8 @@ where
         ));
     };
     let config = scope.object.config();
-    if let Err(invalid) = ctx.schemas.check(&provider, config) {
-        return Ok(wait(Reason::InvalidConfig, invalid.to_string()));
+    if let Some(refused) = check_config(ctx, &provider, config).await {
+        return Ok(refused);
     }
     let config = config.map_or_else(|| "{}".to_owned(), Value::to_string);
     let credentials = match module

@@ -60,9 +60,9 @@ pub enum Error {
     /// The check call after loading failed.
     #[error("the component failed its check call")]
     Check(#[source] Box<CallError>),
-    /// The config schema the component exports is not a JSON object.
-    #[error("the component's config schema is not a JSON object")]
-    InvalidSchema(#[source] serde_json::Error),
+    /// The config schema the component exports cannot be used.
+    #[error("the component's config schema cannot be used")]
+    InvalidSchema(#[source] super::schema::SchemaError),
     /// The precompiled cache could not be written (loading still succeeded without it).
     #[error("cannot write the precompiled cache at {path}")]
     Cache {

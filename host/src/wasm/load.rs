@@ -16,6 +16,7 @@ use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
 use super::provider::{Callee, LoadedProvider, ProviderPre};
 use super::runtime::Linkers;
+use super::schema::ConfigSchema;
 use super::world::World;
 use super::{CallError, Error, WIT_PACKAGE, call, text};
 
@@ -118,8 +119,9 @@ pub(crate) async fn load(
         other => other.map_err(check)?,
     }
     let schema = call::config_schema(host, &callee).await.map_err(check)?;
-    let config_schema = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&schema)
-        .map(serde_json::Value::Object)
+    // Bounded, but the guest's to shape: off the async runtime.
+    let config_schema = tokio::task::spawn_blocking(move || ConfigSchema::compile(&schema))
+        .await?
         .map_err(Error::InvalidSchema)?;
     Ok(LoadedProvider {
         name,

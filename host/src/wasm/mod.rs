@@ -21,6 +21,7 @@ mod metrics;
 mod provider;
 mod registry;
 mod runtime;
+pub mod schema;
 mod state;
 pub mod text;
 mod world;

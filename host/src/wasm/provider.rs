@@ -9,6 +9,7 @@ use wasmtime::component::{ComponentExportIndex, InstancePre};
 use super::bindings::interfaces;
 use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
+use super::schema::ConfigSchema;
 use super::state::CallState;
 use super::types::ProviderInfo;
 use super::world::World;
@@ -22,8 +23,8 @@ pub struct LoadedProvider {
     pub world: World,
     /// What the provider says of itself.
     pub info: ProviderInfo,
-    /// The JSON Schema of its `spec.config`.
-    pub config_schema: serde_json::Value,
+    /// The JSON Schema of its `spec.config`, compiled.
+    pub config_schema: ConfigSchema,
     /// Bounds on each call.
     pub limits: Limits,
     pub(crate) egress: Arc<Egress>,

@@ -312,17 +312,27 @@ impl Runtime {
         export: &'static str,
         rules: Result<(), checks::Violation>,
     ) -> Result<(), CallError> {
-        rules.map_err(|violation| {
-            if let Some(metrics) = self.metrics() {
-                metrics.invalid_result(&provider.name, export);
-            }
-            CallError::InvalidResult {
-                provider: provider.name().to_owned(),
-                digest: provider.digest.clone(),
-                export,
-                violation,
-            }
-        })
+        rules.map_err(|violation| self.refused(provider, export, violation))
+    }
+
+    /// The error, and the count, of a result of `provider`'s `export` that
+    /// broke a rule only its caller can check (a providerID another pool of
+    /// the Cluster lists, say).
+    pub fn refused(
+        &self,
+        provider: &LoadedProvider,
+        export: &'static str,
+        violation: checks::Violation,
+    ) -> CallError {
+        if let Some(metrics) = self.metrics() {
+            metrics.invalid_result(&provider.name, export);
+        }
+        CallError::InvalidResult {
+            provider: provider.name().to_owned(),
+            digest: provider.digest.clone(),
+            export,
+            violation,
+        }
     }
 
     /// An export only the infrastructure world has.

@@ -78,7 +78,7 @@ fn describe<'a>(
         imports: provider.imports(),
         may_import: provider.world.may_import().collect(),
         exports,
-        config_schema: &provider.config_schema,
+        config_schema: provider.config_schema.json(),
     }
 }
 

@@ -11,7 +11,6 @@ use serde::Serialize;
 use super::fixture::{self, Call};
 use super::{LimitArgs, Loaded, json, load};
 use crate::cli::Exit;
-use crate::controllers::ConfigSchemas;
 use crate::wasm::types::ProviderError;
 use crate::wasm::{CallError, Capabilities};
 
@@ -119,7 +118,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         );
     }
     if let Some(config) = &fixture.config
-        && let Err(e) = ConfigSchemas::default().check(&loaded.provider, Some(config))
+        && let Err(e) = loaded.provider.config_schema.check(config)
     {
         eprintln!(
             "invalid config at {}: {} (refused by the provider's config schema, before any call)",
@@ -180,7 +179,7 @@ async fn make(loaded: &Loaded, call: Call) -> Result<serde_json::Value, CallErro
             .await
             .map(|i| to_json(&json::ProviderInfo::from(i))),
         // What the export returned when the component was loaded (and checked).
-        Call::ConfigSchema => Ok(loaded.provider.config_schema.clone()),
+        Call::ConfigSchema => Ok(loaded.provider.config_schema.json().clone()),
     }
 }
 

@@ -15,14 +15,19 @@ use crate::api::provider::{
     MACHINE_POOL_FINALIZER,
 };
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
+use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
+use crate::wasm::checks::Violation;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
+
+/// The export whose result the host checks.
+const EXPORT: &str = "machine-pools.reconcile";
 
 /// How soon to look again at a pool whose instances are not all running,
 /// when the provider does not say (the host cannot watch a cloud).
@@ -94,6 +99,7 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
 
     let instances = guest_io::from_instances(&state.instances);
     let provider_ids = guest_io::provider_id_list(&instances);
+    check_provider_ids(scope, ctx, &provider_ids).await?;
     // The list goes first: a MachinePool that sees the pool ready copies it.
     if provider_ids != pool.spec.provider_id_list {
         let spec = json!({ "spec": { "providerIDList": provider_ids } });
@@ -128,6 +134,57 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     }
     scope.found.done = Some((Reason::Ready, message));
     Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
+}
+
+/// The providerIDs a pool's provider reported, against what only the host
+/// can see: none may be listed by another pool of the Cluster, and each new
+/// one must be the provider's own (its `owns` says so), so that a pool never
+/// claims another provider's or another pool's Nodes.
+async fn check_provider_ids(
+    scope: &Scope<WasmMachinePool>,
+    ctx: &Context,
+    provider_ids: &[String],
+) -> Result<(), Error> {
+    let (Some(machine_pool), Some(prepared)) =
+        (scope.found.pool.as_ref(), scope.found.prepared.as_ref())
+    else {
+        return Ok(());
+    };
+    let refuse = |rule, id: &String| {
+        let violation = Violation {
+            rule,
+            field: format!("providerID {id:?}"),
+        };
+        Error::Guest(ctx.runtime.refused(&prepared.provider, EXPORT, violation))
+    };
+    let cluster = cluster_key(&**machine_pool, &machine_pool.spec.cluster_name);
+    let others = ctx
+        .caches
+        .pools_by_cluster
+        .get(ctx.caches.pools.store(), &cluster);
+    for other in others
+        .iter()
+        .filter(|p| p.metadata.uid != machine_pool.metadata.uid)
+    {
+        if let Some(id) = provider_ids
+            .iter()
+            .find(|id| other.spec.provider_id_list.contains(id))
+        {
+            return Err(refuse("a providerID another pool of the Cluster lists", id));
+        }
+    }
+    let known = &scope.object.spec.provider_id_list;
+    for id in provider_ids.iter().filter(|id| !known.contains(id)) {
+        let owned = ctx
+            .runtime
+            .owns(&scope.object.spec.provider, id)
+            .await
+            .map_err(Error::Guest)?;
+        if !owned {
+            return Err(refuse("a providerID the provider says is not its own", id));
+        }
+    }
+    Ok(())
 }
 
 /// Calls the provider's delete until it says the instances are gone.
