@@ -123,17 +123,19 @@ async fn watched_kinds_are_read_from_the_caches() {
     let client = env.management().client().unwrap();
     let ns = env.management().create_namespace("requests").await.unwrap();
     let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let modules = stack.objects.modules(&client, &ns).await.unwrap();
 
     let start = counters(&stack.registry);
     for c in 0..CLUSTERS {
         let cluster = format!("c{c}");
         stack
+            .objects
             .create_cluster(&client, workload, &ns, &cluster, &modules)
             .await
             .unwrap();
         for p in 0..POOLS_PER_CLUSTER {
             stack
+                .objects
                 .create_pool(
                     &client,
                     &ns,

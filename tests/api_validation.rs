@@ -5,7 +5,7 @@ use capwasm::api::providermodule::{ConfigMapSource, World};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::TestEnv;
 
@@ -129,4 +129,68 @@ async fn provider_module_needs_exactly_one_source() {
         .build();
     let message = rejection(api.create(&PostParams::default(), &bad_digest).await);
     assert!(message.contains("spec.sha256"), "{message}");
+}
+
+#[tokio::test]
+async fn provider_module_limits_outside_their_range_are_refused_naming_field_and_range() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let typed: Api<ProviderModule> = Api::all(client.clone());
+    // Untyped, so that values no field type can hold (negative) reach the API server.
+    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<ProviderModule>(&()));
+    let module =
+        ProviderModuleBuilder::file("absurd-limits", World::Infrastructure, "/x.wasm").build();
+    // Zero, negative and absurd: a TiB of memory, a day's deadline, 10^9 requests.
+    let cases = [
+        (
+            "memoryMiB",
+            json!(1_048_576),
+            "should be less than or equal to 4096",
+        ),
+        (
+            "memoryMiB",
+            json!(0),
+            "should be greater than or equal to 1",
+        ),
+        (
+            "timeoutMillis",
+            json!(86_400_000),
+            "should be less than or equal to 600000",
+        ),
+        (
+            "timeoutMillis",
+            json!(-5),
+            "should be greater than or equal to 10",
+        ),
+        (
+            "httpRequestsPerCall",
+            json!(1_000_000_000),
+            "should be less than or equal to 10000",
+        ),
+        (
+            "httpInFlightPerCall",
+            json!(0),
+            "should be greater than or equal to 1",
+        ),
+        (
+            "maxOutputKiB",
+            json!(1_000_000_000),
+            "should be less than or equal to 65536",
+        ),
+    ];
+    for (field, value, range) in cases {
+        let mut object = serde_json::to_value(&module).unwrap();
+        // One good limit beside the bad one: nothing of the object is stored.
+        object["spec"]["limits"] = json!({ "maxLogLines": 10, field: value });
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        let message = rejection(api.create(&PostParams::default(), &object).await);
+        assert!(
+            message.contains(&format!("spec.limits.{field}")) && message.contains(range),
+            "{field}={value}: {message}"
+        );
+        assert!(
+            typed.get_opt("absurd-limits").await.unwrap().is_none(),
+            "{field}={value} half-applied"
+        );
+    }
 }

@@ -48,6 +48,7 @@ async fn pool_with_a_missing_infrastructure_object_says_so_and_recovers_when_it_
         modules,
     } = Scenario::new("dangling").await;
     stack
+        .objects
         .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
         .await
         .unwrap();
@@ -71,7 +72,12 @@ async fn pool_with_a_missing_infrastructure_object_says_so_and_recovers_when_it_
 
     create(
         &client,
-        &objects::wasm_machine_pool(&ns, "pool", &modules.infrastructure, stack.sim_config()),
+        &objects::wasm_machine_pool(
+            &ns,
+            "pool",
+            &modules.infrastructure,
+            stack.objects.sim_config(),
+        ),
     )
     .await
     .unwrap();
@@ -89,6 +95,7 @@ async fn pool_referencing_a_kind_without_a_crd_reports_an_invalid_reference() {
         modules,
     } = Scenario::new("nocrd").await;
     stack
+        .objects
         .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
         .await
         .unwrap();
@@ -134,8 +141,8 @@ async fn pool_waits_for_a_missing_kubeconfig_and_runs_once_it_exists() {
         .await
         .unwrap();
     let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
-    let mut config = stack.sim_config();
+    let modules = stack.objects.modules(&client, &ns).await.unwrap();
+    let mut config = stack.objects.sim_config();
     config["controlPlaneHost"] = json!("127.0.0.1");
     create(
         &client,
@@ -147,6 +154,7 @@ async fn pool_waits_for_a_missing_kubeconfig_and_runs_once_it_exists() {
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 1, &modules)
         .await
         .unwrap();
@@ -197,7 +205,7 @@ async fn broken_and_unreachable_workload_clusters_are_conditions_not_crashes() {
         .unwrap();
     drop(stopped);
     for cluster in ["c1", "c2"] {
-        let mut config = stack.sim_config();
+        let mut config = stack.objects.sim_config();
         config["controlPlaneHost"] = json!("127.0.0.1");
         create(
             &client,
@@ -209,6 +217,7 @@ async fn broken_and_unreachable_workload_clusters_are_conditions_not_crashes() {
             .await
             .unwrap();
         stack
+            .objects
             .create_pool(
                 &client,
                 &ns,
@@ -254,8 +263,9 @@ async fn config_the_schema_rejects_names_the_field_on_the_object_and_its_pool() 
         .await
         .unwrap();
     let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let modules = stack.objects.modules(&client, &ns).await.unwrap();
     stack
+        .objects
         .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
         .await
         .unwrap();
@@ -266,7 +276,7 @@ async fn config_the_schema_rejects_names_the_field_on_the_object_and_its_pool() 
     )
     .await
     .unwrap();
-    let mut config = stack.sim_config();
+    let mut config = stack.objects.sim_config();
     config["region"] = json!("Not A Region!");
     create(
         &client,
@@ -432,10 +442,12 @@ async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
         .await
         .unwrap();
     stack
+        .objects
         .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "good", "c1", 1, &modules)
         .await
         .unwrap();
@@ -447,7 +459,12 @@ async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
     .unwrap();
     create(
         &client,
-        &objects::wasm_machine_pool(&ns, "bad", &modules.infrastructure, stack.sim_config()),
+        &objects::wasm_machine_pool(
+            &ns,
+            "bad",
+            &modules.infrastructure,
+            stack.objects.sim_config(),
+        ),
     )
     .await
     .unwrap();

@@ -23,10 +23,12 @@ async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances()
     } = Scenario::new("delete").await;
     let workload = env.workload().unwrap();
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 2, &modules)
         .await
         .unwrap();
@@ -123,10 +125,12 @@ async fn pausing_the_cluster_stops_scaling_until_unpaused() {
     } = Scenario::new("pause").await;
     let workload = env.workload().unwrap();
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 1, &modules)
         .await
         .unwrap();
@@ -220,8 +224,9 @@ async fn pool_with_the_paused_annotation_is_left_alone_with_a_message_naming_it(
         .await
         .unwrap();
     let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let modules = stack.objects.modules(&client, &ns).await.unwrap();
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();

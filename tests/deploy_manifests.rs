@@ -622,13 +622,15 @@ async fn provision_and_delete(stack: &Stack, env: &'static TestEnv) {
     let workload = env.workload().unwrap();
     let ns = env.management().create_namespace("deploy").await.unwrap();
     let apis = Apis::new(&admin, &ns);
-    let modules = stack.modules(&admin, &ns).await.unwrap();
+    let modules = stack.objects.modules(&admin, &ns).await.unwrap();
 
     stack
+        .objects
         .create_cluster(&admin, workload, &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&admin, &ns, "p1", "c1", 3, &modules)
         .await
         .unwrap();

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use capwasm::testing::requests;
+use capwasm::wasm::text;
 use capwasm::wasm::types::ProviderError;
 use capwasm::wasm::{
-    CallError, Capabilities, Limits, Metrics, ProviderSource, ProviderSpec, Runtime,
-    RuntimeSettings,
+    CallError, Capabilities, Error, Limits, LoadedProvider, MemoryBound, Metrics, ProviderSource,
+    ProviderSpec, Runtime, RuntimeSettings,
 };
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
 
@@ -58,39 +59,82 @@ fn limits() -> Limits {
 
 /// A runtime serving `file` as [`HOSTILE`] and kubeadm-bootstrap as [`WELL_BEHAVED`].
 async fn runtime_with(file: &str, capabilities: Capabilities) -> (Runtime, Metrics) {
+    runtime_with_limits(file, capabilities, limits()).await
+}
+
+/// [`runtime_with`], the hostile guest under `hostile_limits`.
+async fn runtime_with_limits(
+    file: &str,
+    capabilities: Capabilities,
+    hostile_limits: Limits,
+) -> (Runtime, Metrics) {
+    runtime_with_budget(file, capabilities, hostile_limits, None).await
+}
+
+/// [`runtime_with_limits`], all guests' memory within `budget` bytes.
+async fn runtime_with_budget(
+    file: &str,
+    capabilities: Capabilities,
+    hostile_limits: Limits,
+    budget: Option<usize>,
+) -> (Runtime, Metrics) {
+    let (runtime, metrics) = well_behaved_runtime_with(budget).await;
+    let loaded = load(&runtime, HOSTILE, file, capabilities, hostile_limits)
+        .await
+        .unwrap_or_else(|e| panic!("loading {file}: {e:#?} (run `make guests`)"));
+    runtime.registry().install(Arc::new(loaded));
+    (runtime, metrics)
+}
+
+/// A runtime serving only kubeadm-bootstrap, as [`WELL_BEHAVED`].
+async fn well_behaved_runtime() -> (Runtime, Metrics) {
+    well_behaved_runtime_with(None).await
+}
+
+/// [`well_behaved_runtime`], all guests' memory within `budget` bytes.
+async fn well_behaved_runtime_with(budget: Option<usize>) -> (Runtime, Metrics) {
     let metrics = Metrics::default();
     let runtime = Runtime::new(
         RuntimeSettings {
             max_memory_bytes: 64 << 20,
-            max_instances: 8,
+            max_instances: 16,
             cache: None,
+            guest_memory_budget_bytes: budget,
             ..RuntimeSettings::default()
         },
         Some(metrics.clone()),
     )
     .expect("runtime");
-    for (name, file, capabilities) in [
-        (HOSTILE, file, capabilities),
-        (
-            WELL_BEHAVED,
-            "kubeadm_bootstrap.wasm",
-            Capabilities::default(),
-        ),
-    ] {
-        let source = ProviderSource::File(guest_path(file));
-        let loaded = runtime
-            .load(ProviderSpec {
-                name: String::from(name),
-                source,
-                sha256: None,
-                limits: limits(),
-                capabilities,
-            })
-            .await
-            .unwrap_or_else(|e| panic!("loading {file}: {e:#?} (run `make guests`)"));
-        runtime.registry().install(Arc::new(loaded));
-    }
+    let loaded = load(
+        &runtime,
+        WELL_BEHAVED,
+        "kubeadm_bootstrap.wasm",
+        Capabilities::default(),
+        limits(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("loading kubeadm_bootstrap.wasm: {e:#?} (run `make guests`)"));
+    runtime.registry().install(Arc::new(loaded));
     (runtime, metrics)
+}
+
+/// Loads `file` as `name`.
+async fn load(
+    runtime: &Runtime,
+    name: &str,
+    file: &str,
+    capabilities: Capabilities,
+    limits: Limits,
+) -> Result<LoadedProvider, Error> {
+    runtime
+        .load(ProviderSpec {
+            name: String::from(name),
+            source: ProviderSource::File(guest_path(file)),
+            sha256: None,
+            limits,
+            capabilities,
+        })
+        .await
 }
 
 /// Runs `hostile` while another task keeps calling the well-behaved
@@ -180,7 +224,7 @@ mod memory_bomb {
         let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
         let (err, _, served) = generate_hostile(&runtime, "{}").await;
         assert!(
-            matches!(err, CallError::MemoryLimit { limit_bytes, .. } if limit_bytes == 32 << 20),
+            matches!(err, CallError::MemoryLimit { bound: MemoryBound::Instance(bytes), .. } if bytes == 32 << 20),
             "{err}"
         );
         assert!(served >= 2, "served before and after: {served}");
@@ -188,6 +232,55 @@ mod memory_bomb {
             metrics.calls(HOSTILE, "bootstrap.generate", "memory_limit"),
             1
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bombs_share_the_runtime_budget_while_others_are_served() {
+        // 48 MiB for all: two bombs capped at 32 MiB cannot both hold their
+        // caps at once. Each meets a bound (its own or the budget) and ends
+        // there, neither waiting on the other.
+        let budget = 48 << 20;
+        let (runtime, metrics) =
+            runtime_with_budget(COVERS, Capabilities::default(), limits(), Some(budget)).await;
+        let request = requests::generate("{}");
+        let ((first, second), served) = while_serving_others(&runtime, async {
+            futures::join!(
+                runtime.generate(HOSTILE, &request),
+                runtime.generate(HOSTILE, &request)
+            )
+        })
+        .await;
+        for result in [first, second] {
+            let err = result.expect_err("the bomb fails");
+            assert!(
+                matches!(
+                    err,
+                    CallError::MemoryLimit { bound: MemoryBound::Instance(b) | MemoryBound::Runtime(b), .. }
+                        if b == 32 << 20 || b == budget
+                ),
+                "{err}"
+            );
+        }
+        assert!(served >= 2, "served before and after: {served}");
+        assert_eq!(
+            metrics.calls(HOSTILE, "bootstrap.generate", "memory_limit"),
+            2
+        );
+
+        // A cap above the whole budget meets the budget, at once.
+        let (runtime, _) =
+            runtime_with_budget(COVERS, Capabilities::default(), limits(), Some(24 << 20)).await;
+        let (err, _, served) = generate_hostile(&runtime, "{}").await;
+        assert!(
+            matches!(err, CallError::MemoryLimit { bound: MemoryBound::Runtime(bytes), .. } if bytes == 24 << 20),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("the 25165824-byte memory budget all providers share"),
+            "{err}"
+        );
+        assert!(served >= 2, "served before and after: {served}");
     }
 }
 
@@ -322,5 +415,380 @@ mod forbidden_http {
         };
         assert_eq!(terminal.reason, "HttpRequestDenied", "{terminal:?}");
         assert!(served >= 2, "served before and after: {served}");
+    }
+}
+
+mod timer_sleep {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_timer_sleep.wasm";
+
+    /// Blocked in a host call, not computing: the deadline still ends it,
+    /// and six of them at once on two worker threads hold none of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ends_at_its_deadline_while_waiting_on_a_timer_and_holds_no_thread() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let (results, served) = while_serving_others(&runtime, async {
+            let started = Instant::now();
+            let request = requests::generate(r#"{"seconds": 20}"#);
+            let calls = (0..6).map(|_| runtime.generate(HOSTILE, &request));
+            (futures::future::join_all(calls).await, started.elapsed())
+        })
+        .await;
+        let (results, elapsed) = results;
+        for result in results {
+            let err = result.expect_err("the sleeping call fails");
+            assert!(
+                matches!(err, CallError::DeadlineExceeded { deadline, .. } if deadline == limits().deadline),
+                "{err}"
+            );
+        }
+        // Within the deadline plus scheduling slack, not the 20 s asked for.
+        assert!(
+            elapsed < limits().deadline + Duration::from_secs(2),
+            "took {elapsed:?}"
+        );
+        assert!(served >= 2, "served before and after: {served}");
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 6);
+    }
+}
+
+mod slow_load {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_slow_load.wasm";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fails_to_load_at_the_deadline_of_its_info_call() {
+        let (runtime, _) = well_behaved_runtime().await;
+        let (result, served) = while_serving_others(&runtime, async {
+            let started = Instant::now();
+            let loaded = load(&runtime, HOSTILE, COVERS, Capabilities::default(), limits()).await;
+            (loaded, started.elapsed())
+        })
+        .await;
+        let (loaded, elapsed) = result;
+        let err = loaded.expect_err("info sleeps for 30 s");
+        let Error::Check(ref call) = err else {
+            panic!("expected a failed check call, got {err}");
+        };
+        assert!(
+            matches!(**call, CallError::DeadlineExceeded { export: "info", .. }),
+            "{call}"
+        );
+        assert!(
+            elapsed < limits().deadline + Duration::from_secs(2),
+            "took {elapsed:?}"
+        );
+        assert!(served >= 2, "served before and after: {served}");
+    }
+}
+
+mod schema_bomb {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_schema_bomb.wasm";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_refused_at_load_naming_the_bound_it_crossed() {
+        let (runtime, _) = well_behaved_runtime().await;
+        let (loaded, served) = while_serving_others(
+            &runtime,
+            load(&runtime, HOSTILE, COVERS, Capabilities::default(), limits()),
+        )
+        .await;
+        let err = loaded.expect_err("the schema expands past every bound");
+        let Error::InvalidSchema(ref why) = err else {
+            panic!("expected an unusable schema, got {err}");
+        };
+        let why = why.to_string();
+        assert!(
+            why.contains("nests deeper than 64 levels") || why.contains("values with its $refs"),
+            "{why}"
+        );
+        assert!(served >= 2, "served before and after: {served}");
+    }
+}
+
+mod bootstrap_http {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_bootstrap_http.wasm";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_refused_at_load_naming_the_import_its_world_lacks() {
+        let (runtime, _) = well_behaved_runtime().await;
+        let caps = Capabilities {
+            allowed_hosts: vec!["127.0.0.1".into()],
+        };
+        let err = load(&runtime, HOSTILE, COVERS, caps, limits())
+            .await
+            .expect_err("a bootstrap provider may not import wasi:http");
+        let Error::ImportNotGranted {
+            ref import, world, ..
+        } = err
+        else {
+            panic!("expected an import its world does not grant, got {err}");
+        };
+        assert!(import.starts_with("wasi:http/"), "{import}");
+        assert_eq!(world, "bootstrap-provider");
+        assert!(
+            err.to_string()
+                .contains("it may import: capwasm:provider/log"),
+            "{err}"
+        );
+    }
+}
+
+mod bad_results {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_bad_results.wasm";
+
+    async fn reconcile(runtime: &Runtime, mode: &str) -> Result<(), CallError> {
+        let config = format!(r#"{{"mode": "{mode}"}}"#);
+        let request = requests::reconcile_pool(&config, 3);
+        runtime.reconcile_pool(HOSTILE, &request).await.map(|_| ())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn results_that_break_the_contract_are_refused_naming_the_rule_and_field() {
+        // Memory enough to build two million addresses: the host must stop them.
+        let roomy = Limits {
+            memory_bytes: 64 << 20,
+            ..limits()
+        };
+        let (runtime, metrics) = runtime_with_limits(COVERS, Capabilities::default(), roomy).await;
+        let cases = [
+            (
+                "controlChars",
+                "instances[0].providerID",
+                "not printable ASCII",
+            ),
+            ("duplicateIds", "instances[1].id", "an instance id repeated"),
+            ("longId", "instances[0].providerID", "longer than its bound"),
+        ];
+        let (results, served) = while_serving_others(&runtime, async {
+            let mut results = Vec::new();
+            for (mode, _, _) in cases {
+                results.push(reconcile(&runtime, mode).await);
+            }
+            results
+        })
+        .await;
+        for ((mode, field, rule), result) in cases.iter().zip(results) {
+            let Err(CallError::InvalidResult {
+                ref violation,
+                export,
+                ..
+            }) = result
+            else {
+                panic!("{mode}: expected an invalid result, got {result:?}");
+            };
+            assert_eq!(export, "machine-pools.reconcile", "{mode}");
+            assert_eq!(violation.field, *field, "{mode}");
+            assert!(violation.rule.contains(rule), "{mode}: {violation}");
+        }
+        assert_eq!(
+            metrics.invalid_results(HOSTILE, "machine-pools.reconcile"),
+            3
+        );
+        assert!(served >= 2, "served before and after: {served}");
+        // Results whose decoding alone would cost the host far more than
+        // the output cap stop while being decoded.
+        for mode in ["tooMany", "emptyAddresses"] {
+            let result = reconcile(&runtime, mode).await;
+            assert!(
+                matches!(result, Err(CallError::OutputTooLarge { .. })),
+                "{mode}: {result:?}"
+            );
+        }
+        // The same guest, keeping to the contract, is served.
+        assert!(reconcile(&runtime, "fine").await.is_ok());
+    }
+}
+
+mod huge_strings {
+    use super::*;
+
+    pub const COVERS: &str = "hostile_huge_strings.wasm";
+
+    fn assert_clean(text: &str, max: usize, what: &str) {
+        // The marker `…[+N bytes]` comes on top of the bound.
+        assert!(text.len() <= max + 24, "{what}: {} bytes", text.len());
+        assert!(text.contains("…[+"), "{what} says it was cut: {text:?}");
+        assert!(
+            !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{what} holds raw control characters: {text:?}"
+        );
+        assert!(text.contains("\\u{1b}"), "{what} shows escapes: {text:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_string_is_bounded_and_escaped_before_it_leaves_the_runtime() {
+        let (runtime, _) = runtime_with(COVERS, Capabilities::default()).await;
+        let mut errors = Vec::new();
+        for field in [
+            "terminalReason",
+            "terminalMessage",
+            "retryMessage",
+            "configPath",
+        ] {
+            let config = format!(r#"{{"field": "{field}"}}"#);
+            let (err, _, served) = generate_hostile(&runtime, &config).await;
+            assert!(served >= 2, "served before and after: {served}");
+            errors.push((field, err));
+        }
+        for (field, err) in errors {
+            let CallError::Provider { ref error, .. } = err else {
+                panic!("{field}: expected the guest's own error, got {err}");
+            };
+            match (field, error) {
+                ("terminalReason", ProviderError::Terminal(t)) => {
+                    assert_clean(&t.reason, text::MAX_REASON_BYTES, field);
+                }
+                ("terminalMessage", ProviderError::Terminal(t)) => {
+                    assert_clean(&t.message, text::MAX_MESSAGE_BYTES, field);
+                }
+                ("retryMessage", ProviderError::RetryAfter(r)) => {
+                    assert_clean(&r.message, text::MAX_MESSAGE_BYTES, field);
+                }
+                ("configPath", ProviderError::InvalidConfig(c)) => {
+                    assert_clean(&c.path, text::MAX_PATH_BYTES, field);
+                }
+                _ => panic!("{field}: unexpected {error:?}"),
+            }
+            // Whatever the error, its text as logs and conditions show it is bounded too.
+            assert!(
+                err.to_string().len() < 4096,
+                "{field}: {}",
+                err.to_string().len()
+            );
+        }
+    }
+}
+
+mod http_flood {
+    use std::net::SocketAddr;
+
+    use axum::Router;
+    use axum::routing::{get, post};
+
+    use super::*;
+
+    pub const COVERS: &str = "hostile_http_flood.wasm";
+
+    /// `/ok` answers at once, `/slow` after a second, `/big` with 20 MiB,
+    /// `/sink` reads what it is sent.
+    async fn server() -> SocketAddr {
+        let app = Router::new()
+            .route("/ok", get(|| async { "ok" }))
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    "slow"
+                }),
+            )
+            .route("/big", get(|| async { vec![b'x'; 20 << 20] }))
+            .route(
+                "/sink",
+                post(|body: axum::body::Bytes| async move { body.len().to_string() }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    async fn flood(runtime: &Runtime, config: &str) -> String {
+        let result = runtime
+            .reconcile_pool(HOSTILE, &requests::reconcile_pool(config, 1))
+            .await;
+        let Err(CallError::Provider {
+            error: ProviderError::Terminal(report),
+            ..
+        }) = result
+        else {
+            panic!("expected the guest's report, got {result:?}");
+        };
+        assert_eq!(report.reason, "FloodReport");
+        // The kinds and counts; what follows `; ` is the error's own words.
+        let (tally, detail) = report
+            .message
+            .split_once("; ")
+            .unwrap_or((&report.message, ""));
+        eprintln!("{tally}; {detail}");
+        tally.to_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_budget_refuses_with_an_error_the_guest_can_handle() {
+        let addr = server().await;
+        let caps = Capabilities {
+            allowed_hosts: vec![addr.ip().to_string()],
+        };
+        // Time for a thousand requests; memory for a body at the host's cap.
+        let hostile_limits = Limits {
+            deadline: Duration::from_secs(10),
+            memory_bytes: 64 << 20,
+            ..limits()
+        };
+        let http = hostile_limits.http;
+        let (runtime, metrics) = runtime_with_limits(COVERS, caps, hostile_limits).await;
+        let url = |path: &str| format!("http://{addr}{path}");
+
+        // A thousand in a row: the call's request budget, then refusals.
+        let config = format!(
+            r#"{{"mode": "inARow", "url": "{}", "count": 1000}}"#,
+            url("/ok")
+        );
+        let report = flood(&runtime, &config).await;
+        assert_eq!(
+            report,
+            format!("ok={} refused=1 first=LimitReached", http.requests_per_call)
+        );
+        assert_eq!(metrics.http_refusals(HOSTILE, "requests_per_call"), 1);
+
+        // Twenty at once: as many as may be in flight, the rest refused.
+        let config = format!(
+            r#"{{"mode": "atOnce", "url": "{}", "count": 20}}"#,
+            url("/slow")
+        );
+        let report = flood(&runtime, &config).await;
+        let in_flight = http.in_flight_per_call;
+        assert_eq!(
+            report,
+            format!(
+                "ok={in_flight} refused={} first=ErrorCode::ConnectionLimitReached",
+                20 - in_flight
+            )
+        );
+        assert_eq!(
+            metrics.http_refusals(HOSTILE, "in_flight_per_call"),
+            u64::from(20 - in_flight)
+        );
+
+        // Bodies over their caps, either way.
+        let over = http.max_request_body_bytes + 1;
+        let config = format!(
+            r#"{{"mode": "bigRequest", "url": "{}", "bytes": {over}}}"#,
+            url("/sink")
+        );
+        let report = flood(&runtime, &config).await;
+        assert_eq!(report, "ok=0 refused=1 first=InvalidRequest");
+        let config = format!(r#"{{"mode": "bigResponse", "url": "{}"}}"#, url("/big"));
+        let report = flood(&runtime, &config).await;
+        assert_eq!(report, "ok=0 refused=1 first=ResponseTooLarge");
+
+        // At the cap, a body goes through.
+        let at_cap = http.max_request_body_bytes;
+        let config = format!(
+            r#"{{"mode": "bigRequest", "url": "{}", "bytes": {at_cap}}}"#,
+            url("/sink")
+        );
+        assert_eq!(flood(&runtime, &config).await, "ok=1 refused=0 first=none");
     }
 }

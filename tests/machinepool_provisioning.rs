@@ -64,9 +64,10 @@ async fn cluster_and_pool_reach_running_with_three_node_refs() {
         .await
         .unwrap();
     let apis = Apis::new(&client, &ns);
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let modules = stack.objects.modules(&client, &ns).await.unwrap();
 
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
@@ -83,6 +84,7 @@ async fn cluster_and_pool_reach_running_with_three_node_refs() {
     .await;
     let writes = count_writes(apis.pools.clone(), "pool");
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 3, &modules)
         .await
         .unwrap();
@@ -154,10 +156,12 @@ async fn pool_scales_up_to_five_and_down_to_one_removing_nodes() {
     } = Scenario::new("scale").await;
     let workload = env.workload().unwrap();
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 3, &modules)
         .await
         .unwrap();

@@ -123,10 +123,12 @@ async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves
     } = Scenario::new("swap").await;
     let workload = env.workload().unwrap();
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 2, &modules)
         .await
         .unwrap();

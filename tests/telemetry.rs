@@ -81,12 +81,14 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
         .create_namespace("telemetry")
         .await
         .unwrap();
-    let modules = stack.modules(&client, &ns).await.unwrap();
+    let modules = stack.objects.modules(&client, &ns).await.unwrap();
     stack
+        .objects
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
     stack
+        .objects
         .create_pool(&client, &ns, "pool", "c1", 1, &modules)
         .await
         .unwrap();
@@ -119,7 +121,8 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
             "bootstrap.generate" => {
                 format!("WasmBootstrapConfig.v1alpha1.bootstrap.cluster.x-k8s.io/pool.{ns}")
             }
-            "machine-pools.reconcile" => {
+            // New providerIDs are checked as the provider's own, in the pool's reconcile.
+            "machine-pools.reconcile" | "provider-ids.owns" => {
                 format!("WasmMachinePool.v1alpha1.infrastructure.cluster.x-k8s.io/pool.{ns}")
             }
             "clusters.reconcile" => {
@@ -142,6 +145,7 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
             "config-schema",
             "info",
             "machine-pools.reconcile",
+            "provider-ids.owns",
         ],
         "every provider call of this pool and its Cluster, in the span of its object's reconcile"
     );

@@ -352,7 +352,7 @@ async fn provider_test_names_the_limit_a_hostile_guest_ran_into() {
             &oversized_fixture,
             &["--max-output-kib", "1024"],
             23,
-            "output too large: bootstrap.generate returned 2097152 bytes, over the limit of 1048576 (--max-output-kib)",
+            "output too large: bootstrap.generate returned more than the limit of 1048576 bytes (--max-output-kib)",
         ),
     ];
     for (component, fixture, flags, code, message) in cases {

@@ -71,6 +71,14 @@ where
         .await?)
 }
 
+/// Makes the objects of a test served by the built guests and a simulated
+/// cloud, whichever operator reconciles them.
+#[derive(Clone, Debug)]
+pub struct Objects {
+    /// The cloud's API base URL (`http://127.0.0.1:<port>`).
+    pub cloud_endpoint: String,
+}
+
 /// The ProviderModules a test's objects use.
 #[derive(Clone, Debug)]
 pub struct Modules {
@@ -80,7 +88,7 @@ pub struct Modules {
     pub infrastructure: String,
 }
 
-impl Stack {
+impl Objects {
     /// Creates ProviderModules `<prefix>-kubeadm` and `<prefix>-sim` from the
     /// built guests and waits until both are in service.
     pub async fn modules(&self, client: &Client, prefix: &str) -> Result<Modules> {
@@ -106,17 +114,7 @@ impl Stack {
             api.create(&PostParams::default(), &module).await?;
         }
         for name in [&modules.bootstrap, &modules.infrastructure] {
-            wait_for(
-                &api,
-                name,
-                "the module is Ready",
-                |m: Option<&ProviderModule>| {
-                    m.and_then(|m| m.status.as_ref())
-                        .and_then(|s| s.phase.as_deref())
-                        == Some("Ready")
-                },
-            )
-            .await;
+            wait_for_module(&api, name, "Ready").await;
         }
         Ok(modules)
     }
@@ -149,6 +147,17 @@ impl Stack {
         Ok(())
     }
 
+    /// The kubeadm-bootstrap and sim-infrastructure configs for `modules`.
+    pub fn providers(&self, modules: &Modules) -> Providers {
+        Providers {
+            bootstrap: (
+                modules.bootstrap.clone(),
+                serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap_or_default(),
+            ),
+            infrastructure: (modules.infrastructure.clone(), self.sim_config()),
+        }
+    }
+
     /// Creates MachinePool `name` of `cluster` with `replicas`, and its
     /// WasmBootstrapConfig and WasmMachinePool served by `modules`.
     pub async fn create_pool(
@@ -160,31 +169,61 @@ impl Stack {
         replicas: i32,
         modules: &Modules,
     ) -> Result<()> {
-        let kubeadm: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap_or_default();
-        create(
-            client,
-            &objects::bootstrap_config(namespace, name, &modules.bootstrap, kubeadm),
-        )
-        .await?;
-        create(
-            client,
-            &objects::wasm_machine_pool(
-                namespace,
-                name,
-                &modules.infrastructure,
-                self.sim_config(),
-            ),
-        )
-        .await?;
-        create(
-            client,
-            &MachinePoolBuilder::new(namespace, name, cluster)
-                .replicas(replicas)
-                .build(),
-        )
-        .await?;
-        Ok(())
+        let pool = MachinePoolBuilder::new(namespace, name, cluster)
+            .replicas(replicas)
+            .build();
+        create_pool(client, &pool, &self.providers(modules)).await
     }
+}
+
+/// The modules a pool's provider objects name, each with its config.
+#[derive(Clone, Debug)]
+pub struct Providers {
+    /// The WasmBootstrapConfig's module and config.
+    pub bootstrap: (String, Value),
+    /// The WasmMachinePool's module and config.
+    pub infrastructure: (String, Value),
+}
+
+/// Creates `pool`, and its WasmBootstrapConfig and WasmMachinePool of the
+/// same name served by `providers`.
+pub async fn create_pool(client: &Client, pool: &MachinePool, providers: &Providers) -> Result<()> {
+    let namespace = pool.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    let (bootstrap, config) = &providers.bootstrap;
+    create(
+        client,
+        &objects::bootstrap_config(namespace, name, bootstrap, config.clone()),
+    )
+    .await?;
+    let (infrastructure, config) = &providers.infrastructure;
+    create(
+        client,
+        &objects::wasm_machine_pool(namespace, name, infrastructure, config.clone()),
+    )
+    .await?;
+    create(client, pool).await?;
+    Ok(())
+}
+
+/// Waits until ProviderModule `name` is in `phase` (`Ready`, `Failed`).
+///
+/// # Panics
+///
+/// As [`wait_for`], or if the module is deleted meanwhile.
+pub async fn wait_for_module(api: &Api<ProviderModule>, name: &str, phase: &str) -> ProviderModule {
+    wait_for(
+        api,
+        name,
+        &format!("the module is {phase}"),
+        |m: Option<&ProviderModule>| {
+            m.and_then(|m| m.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some(phase)
+        },
+    )
+    .await
+    .unwrap_or_else(|| panic!("ProviderModule {name} disappeared"))
 }
 
 /// Waits until pool `name` is in `phase` with `ready` Ready Nodes.
@@ -292,7 +331,7 @@ impl Scenario {
             .create_namespace(prefix)
             .await
             .expect("namespace");
-        let modules = stack.modules(&client, &ns).await.expect("modules");
+        let modules = stack.objects.modules(&client, &ns).await.expect("modules");
         Self {
             apis: Apis::new(&client, &ns),
             env,
@@ -323,6 +362,7 @@ impl Scenario {
     pub async fn cluster(&self, name: &str) {
         let workload = self.env.workload().expect("workload server");
         self.stack
+            .objects
             .create_cluster(&self.client, workload, &self.ns, name, &self.modules)
             .await
             .expect("cluster");
@@ -335,6 +375,7 @@ impl Scenario {
     /// If the objects cannot be created.
     pub async fn pool(&self, name: &str, cluster: &str, replicas: i32) {
         self.stack
+            .objects
             .create_pool(
                 &self.client,
                 &self.ns,

@@ -19,6 +19,7 @@ mod env;
 mod error;
 mod etcd;
 pub mod flows;
+pub mod operator;
 mod ports;
 mod process;
 mod rundir;

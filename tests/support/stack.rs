@@ -15,6 +15,7 @@ use capwasm::wasm::RuntimeSettings;
 use kube::Client;
 use tokio::sync::OnceCell;
 
+use crate::flows::Objects;
 use crate::{Error, Result, TestEnv};
 
 /// What controller tests talk to besides the API servers.
@@ -25,8 +26,8 @@ pub struct Stack {
     pub registry: Arc<prometheus_client::registry::Registry>,
     /// The simulated cloud.
     pub cloud: SimCloud,
-    /// Its API's base URL (`http://127.0.0.1:<port>`).
-    pub cloud_endpoint: String,
+    /// Objects served by the built guests and this cloud.
+    pub objects: Objects,
     /// Dropping it stops the operator and the cloud (the shared stack's never is).
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -146,7 +147,9 @@ async fn build(
         context: operator.context().clone(),
         registry: operator.registry(),
         cloud: cloud.cloud().clone(),
-        cloud_endpoint: cloud.endpoint(),
+        objects: Objects {
+            cloud_endpoint: cloud.endpoint(),
+        },
         _stop: stop,
     };
     Ok((operator, stack, cloud))

@@ -288,8 +288,14 @@ pub enum HttpErrorKind {
     Denied,
     /// Connecting, sending or receiving failed; likely transient.
     Transport,
-    /// The response body exceeded [`Request::max_response_bytes`].
+    /// The response body exceeded [`Request::max_response_bytes`], or
+    /// the host's cap on response bodies.
     ResponseTooLarge,
+    /// The host's budget for outgoing requests is used up: requests per
+    /// call, or requests in flight for the call or the whole provider
+    /// (the ProviderModule's `http…` limits). Later calls get a fresh
+    /// budget; retrying the object later helps, retrying now does not.
+    LimitReached,
 }
 
 /// A request that got no complete response.
@@ -331,7 +337,7 @@ impl From<HttpError> for ProviderError {
         match err.kind {
             HttpErrorKind::InvalidRequest => ProviderError::terminal("InvalidRequest", err.message),
             HttpErrorKind::Denied => ProviderError::terminal("HttpRequestDenied", err.message),
-            HttpErrorKind::Transport => {
+            HttpErrorKind::Transport | HttpErrorKind::LimitReached => {
                 ProviderError::retry_after(DEFAULT_RETRY_SECONDS, err.message)
             }
             HttpErrorKind::ResponseTooLarge => {
@@ -571,10 +577,23 @@ mod transport {
                     }
                     Err(StreamError::Closed) => break,
                     Err(err) => {
-                        return Err(transport(format!(
-                            "reading the response body failed: {}",
-                            describe_stream(&err)
-                        )));
+                        // The host's cap on response bodies ends the stream
+                        // with the code that says so.
+                        let kind = match &err {
+                            StreamError::LastOperationFailed(e) => {
+                                http_error_code(e).map_or(HttpErrorKind::Transport, |c| kind_of(&c))
+                            }
+                            StreamError::Closed => HttpErrorKind::Transport,
+                        };
+                        return Err(HttpError::new(
+                            kind,
+                            format!(
+                                "{} {}: reading the response body failed: {}",
+                                request.method.as_str(),
+                                request.url,
+                                describe_stream(&err)
+                            ),
+                        ));
                     }
                 }
             }
@@ -585,7 +604,19 @@ mod transport {
     }
 
     fn from_code(request: &Request, code: &ErrorCode) -> HttpError {
-        let kind = match code {
+        HttpError::new(
+            kind_of(code),
+            format!(
+                "{} {}: {}",
+                request.method.as_str(),
+                request.url,
+                describe(code)
+            ),
+        )
+    }
+
+    fn kind_of(code: &ErrorCode) -> HttpErrorKind {
+        match code {
             ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => {
                 HttpErrorKind::Denied
             }
@@ -598,17 +629,9 @@ mod transport {
             | ErrorCode::HttpRequestLengthRequired
             | ErrorCode::ConfigurationError => HttpErrorKind::InvalidRequest,
             ErrorCode::HttpResponseBodySize(_) => HttpErrorKind::ResponseTooLarge,
+            ErrorCode::ConnectionLimitReached => HttpErrorKind::LimitReached,
             _ => HttpErrorKind::Transport,
-        };
-        HttpError::new(
-            kind,
-            format!(
-                "{} {}: {}",
-                request.method.as_str(),
-                request.url,
-                describe(code)
-            ),
-        )
+        }
     }
 
     fn describe_stream(err: &StreamError) -> String {
@@ -638,6 +661,10 @@ mod transport {
             ErrorCode::DestinationNotFound => "destination not found".to_owned(),
             ErrorCode::DestinationUnavailable => "destination unavailable".to_owned(),
             ErrorCode::HttpResponseTimeout => "response timed out".to_owned(),
+            ErrorCode::ConnectionLimitReached => {
+                "the host's budget for outgoing requests is used up (requests per call, or in flight)"
+                    .to_owned()
+            }
             ErrorCode::InternalError(Some(message)) => format!("internal error: {message}"),
             other => format!("{other:?}"),
         }

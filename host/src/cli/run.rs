@@ -45,6 +45,13 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     max_provider_instances: u32,
+    /// Linear memory all provider calls together may hold, in MiB, so that
+    /// the process's memory has a bound whatever its guests do; a call that
+    /// would cross it waits, within its deadline, for memory to come back.
+    /// Unset: only each provider's own limit bounds it.
+    #[arg(long, value_name = "MIB",
+          value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    guest_memory_budget_mib: Option<u32>,
     /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -100,6 +107,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         runtime: RuntimeSettings {
             max_memory_bytes: args.max_provider_memory_mib << 20,
             max_instances: args.max_provider_instances,
+            guest_memory_budget_bytes: args.guest_memory_budget_mib.map(|mib| (mib as usize) << 20),
             cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
             ..RuntimeSettings::default()
         },

@@ -16,6 +16,7 @@ use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
+use super::limits::{GuestMemory, MemoryBound};
 use super::metrics::Metrics;
 use super::provider::{Callee, ProviderPre, WorldExports};
 use super::state::CallState;
@@ -33,6 +34,8 @@ pub(crate) struct Host<'a> {
     pub(crate) slots: &'a Semaphore,
     /// Outgoing connections of all guests together.
     pub(crate) connections: &'a std::sync::Arc<Semaphore>,
+    /// Linear memory of all guests together.
+    pub(crate) memory: &'a GuestMemory,
     /// Becomes true when the runtime stops.
     pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
     pub(crate) metrics: Option<&'a Metrics>,
@@ -75,12 +78,15 @@ pub(crate) async fn run<R>(
 
 /// A store for one call under the provider's limits, yielding to the
 /// executor at every epoch tick.
-fn store(engine: &Engine, callee: &Callee<'_>) -> Store<CallState> {
-    let mut store = Store::new(
-        engine,
-        CallState::new(callee.name.clone(), callee.limits, callee.egress),
+fn store(host: &Host<'_>, callee: &Callee<'_>) -> Store<CallState> {
+    let state = CallState::new(
+        callee.name.clone(),
+        callee.limits,
+        callee.egress,
+        host.memory,
     );
-    store.limiter(|state| &mut state.limiter);
+    let mut store = Store::new(host.engine, state);
+    store.limiter_async(|state| &mut state.limiter);
     store.epoch_deadline_async_yield_and_update(1);
     // What the guest hands the host, in one result or one host call, is
     // lifted against this: every element at its size in the host, every
@@ -106,7 +112,7 @@ async fn bounded<R>(
         .await
         .map_err(|_| CallError::NotLoaded("the runtime is shutting down".into()))?;
     let deadline = callee.limits.deadline;
-    let mut store = store(host.engine, callee);
+    let mut store = store(host, callee);
     // The outer error: no instance could be made.
     let call = async {
         let instance = callee.pre.instance.instantiate_async(&mut store).await?;
@@ -131,7 +137,9 @@ async fn bounded<R>(
                 deadline,
             });
         }
-        Ok(Err(_)) if store.data().limiter.hit => return Err(memory_limit(callee, export)),
+        Ok(Err(_)) if let Some(bound) = store.data().limiter.hit => {
+            return Err(memory_limit(callee, export, bound));
+        }
         Ok(Err(source)) => {
             return Err(CallError::Instantiate {
                 provider: callee.name.to_string(),
@@ -197,8 +205,8 @@ fn classify(
     store: &Store<CallState>,
     error: &wasmtime::Error,
 ) -> CallError {
-    if store.data().limiter.hit {
-        return memory_limit(callee, export);
+    if let Some(bound) = store.data().limiter.hit {
+        return memory_limit(callee, export, bound);
     }
     // wasmtime's message for hostcall fuel running out: the guest handed
     // over more than its output limit.
@@ -245,12 +253,12 @@ fn cleaned(error: ProviderError) -> ProviderError {
     }
 }
 
-fn memory_limit(callee: &Callee<'_>, export: &'static str) -> CallError {
+fn memory_limit(callee: &Callee<'_>, export: &'static str, bound: MemoryBound) -> CallError {
     CallError::MemoryLimit {
         provider: callee.name.to_string(),
         digest: callee.digest.to_owned(),
         export,
-        limit_bytes: callee.limits.memory_bytes,
+        bound,
     }
 }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::limits::MemoryBound;
 use super::types::ProviderError;
 
 /// Why a provider could not be loaded. The working version, if any, stays.
@@ -47,6 +48,18 @@ pub enum Error {
         found: String,
         /// The one this host implements.
         supported: &'static str,
+    },
+    /// The component imports an interface its world does not grant.
+    #[error(
+        "the component imports {import}, which the {world} world does not grant (it may import: {granted})"
+    )]
+    ImportNotGranted {
+        /// The import, as the component names it.
+        import: String,
+        /// The component's world.
+        world: &'static str,
+        /// What the world grants, without versions.
+        granted: String,
     },
     /// The component's imports or exports do not match its world.
     #[error("the component does not match the {world} world")]
@@ -133,10 +146,9 @@ pub enum CallError {
         /// The deadline.
         deadline: Duration,
     },
-    /// The guest tried to grow its memory past its cap.
-    #[error(
-        "provider {provider:?} ({digest}) exceeded its {limit_bytes}-byte memory limit in {export}"
-    )]
+    /// The guest tried to grow its memory past its cap, or past what the
+    /// budget all guests share could ever give it.
+    #[error("provider {provider:?} ({digest}) exceeded {bound} in {export}")]
     MemoryLimit {
         /// The provider.
         provider: String,
@@ -144,8 +156,8 @@ pub enum CallError {
         digest: String,
         /// The export called.
         export: &'static str,
-        /// The cap.
-        limit_bytes: usize,
+        /// The bound it ran into.
+        bound: MemoryBound,
     },
     /// The guest returned (or passed to the host) more than it may,
     /// counted as the host holds it: elements at their size, bytes in full.

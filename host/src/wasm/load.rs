@@ -14,8 +14,8 @@ use super::cache::PrecompiledCache;
 use super::call::Host;
 use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
+use super::linkers::Linkers;
 use super::provider::{Callee, LoadedProvider, ProviderPre};
-use super::runtime::Linkers;
 use super::schema::ConfigSchema;
 use super::world::World;
 use super::{CallError, Error, WIT_PACKAGE, call, text};
@@ -91,6 +91,7 @@ pub(crate) async fn load(
     })
     .await??;
     let world = world_of(host.engine, &compiled.component)?;
+    granted(host.engine, &compiled.component, world)?;
     let link = |source| Error::Link {
         world: world.as_str(),
         source,
@@ -229,6 +230,24 @@ fn world_of(engine: &Engine, component: &Component) -> Result<World, Error> {
     }
     Err(Error::UnknownWorld {
         exports: exports.join(", "),
+    })
+}
+
+/// Refuses a component that imports what its world does not grant (the
+/// linker would, but naming a resource type rather than the import).
+fn granted(engine: &Engine, component: &Component, world: World) -> Result<(), Error> {
+    let component_type = component.component_type();
+    let mut imports = component_type.imports(engine).map(|(name, _)| name);
+    let Some(import) = imports.find(|name| {
+        let unversioned = name.split('@').next().unwrap_or(name);
+        !world.may_import().any(|granted| granted == unversioned)
+    }) else {
+        return Ok(());
+    };
+    Err(Error::ImportNotGranted {
+        import: import.to_owned(),
+        world: world.as_str(),
+        granted: world.may_import().collect::<Vec<_>>().join(", "),
     })
 }
 

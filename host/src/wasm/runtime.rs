@@ -1,26 +1,24 @@
-//! The entry point: an engine, a linker granting exactly the provider
-//! worlds' imports, the registry, and calls by provider name.
+//! The entry point: an engine, the linkers of the provider worlds, the
+//! registry, and calls by provider name.
 
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use wasmtime::component::{HasSelf, Instance as ComponentInstance, Linker};
+use wasmtime::component::Instance as ComponentInstance;
 use wasmtime::{Engine, Store};
-use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
-use wasmtime_wasi::p2::bindings::{cli, random};
-use wasmtime_wasi::random::{WasiRandom, WasiRandomView as _};
 
-use super::bindings::{log, types};
+use super::bindings::types;
 use super::cache::PrecompiledCache;
 use super::call::{GuestResult, Host};
 use super::engine::{self, EpochTicker};
+use super::limits::GuestMemory;
+use super::linkers::Linkers;
 use super::load::{self, ProviderSpec};
 use super::metrics::Metrics;
 use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
 use super::registry::Registry;
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
-use super::world::World;
 use super::{CallError, Error, bootstrap, call, checks, clusters, machine_pools};
 
 /// Host-wide settings, fixed for the process's life.
@@ -35,6 +33,9 @@ pub struct RuntimeSettings {
     /// Outgoing HTTP connections all guests together may hold open, so
     /// that the operator's own clients always have descriptors left.
     pub max_guest_connections: u32,
+    /// Linear memory all guests together may hold, in bytes; `None`: only
+    /// each instance's own cap bounds it.
+    pub guest_memory_budget_bytes: Option<usize>,
 }
 
 impl Default for RuntimeSettings {
@@ -44,6 +45,7 @@ impl Default for RuntimeSettings {
             max_instances: 64,
             cache: None,
             max_guest_connections: 256,
+            guest_memory_budget_bytes: None,
         }
     }
 }
@@ -67,6 +69,7 @@ struct Inner {
     metrics: Option<Metrics>,
     slots: Semaphore,
     connections: Arc<Semaphore>,
+    memory: GuestMemory,
     /// Set once the runtime stops: calls in flight are abandoned.
     stopping: tokio::sync::watch::Sender<bool>,
     _ticker: EpochTicker,
@@ -84,6 +87,7 @@ impl Runtime {
                 registry: Registry::default(),
                 slots: Semaphore::new(settings.max_instances as usize),
                 connections: Arc::new(Semaphore::new(settings.max_guest_connections as usize)),
+                memory: GuestMemory::new(settings.guest_memory_budget_bytes),
                 stopping: tokio::sync::watch::Sender::new(false),
                 settings,
                 metrics,
@@ -102,6 +106,7 @@ impl Runtime {
             engine: &self.inner.engine,
             slots: &self.inner.slots,
             connections: &self.inner.connections,
+            memory: &self.inner.memory,
             stopping: self.inner.stopping.subscribe(),
             metrics: self.inner.metrics.as_ref(),
         }
@@ -357,55 +362,4 @@ impl Runtime {
         )
         .await
     }
-}
-
-/// What a component of each world may import, and nothing else: a
-/// component importing anything outside its world (a bootstrap provider
-/// importing `wasi:http`, say) fails to load, its message naming the import.
-pub(crate) struct Linkers {
-    bootstrap: Linker<CallState>,
-    infrastructure: Linker<CallState>,
-}
-
-impl Linkers {
-    fn new(engine: &Engine) -> wasmtime::Result<Self> {
-        let bootstrap = linker(engine)?;
-        let mut infrastructure = linker(engine)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut infrastructure)?;
-        Ok(Self {
-            bootstrap,
-            infrastructure,
-        })
-    }
-
-    /// The linker of `world`.
-    pub(crate) fn of(&self, world: World) -> &Linker<CallState> {
-        match world {
-            World::Bootstrap => &self.bootstrap,
-            World::Infrastructure => &self.infrastructure,
-        }
-    }
-}
-
-/// What every provider world imports — `log`, clocks and random — plus the
-/// `wasi:cli`, `wasi:io` and insecure-random pieces Rust's standard library
-/// imports, all backed by an empty context. No filesystem and no sockets.
-fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
-    let mut linker = Linker::new(engine);
-    let l = &mut linker;
-    log::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
-    types::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
-    // io, clocks, random, stdin/stdout/stderr: their waits are async.
-    wasmtime_wasi::p2::add_to_linker_proxy_interfaces_async(l)?;
-    cli::exit::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    cli::environment::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    cli::terminal_input::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    cli::terminal_output::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    cli::terminal_stdin::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    cli::terminal_stdout::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    cli::terminal_stderr::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
-    // The standard library seeds its hash maps from these.
-    random::insecure::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
-    random::insecure_seed::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
-    Ok(linker)
 }

@@ -8,7 +8,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::host::http::{Egress, EgressPolicy};
-use super::limits::{Limits, MemoryLimiter};
+use super::limits::{GuestMemory, Limits, MemoryLimiter};
 
 /// Bytes of guest stderr kept for error messages (a panic message, say).
 const STDERR_CAPACITY: usize = 4096;
@@ -31,14 +31,19 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(provider: Arc<str>, limits: &Limits, egress: &Arc<Egress>) -> Self {
+    pub(crate) fn new(
+        provider: Arc<str>,
+        limits: &Limits,
+        egress: &Arc<Egress>,
+        memory: &GuestMemory,
+    ) -> Self {
         Self {
             wasi: None,
             stderr: None,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
             egress: EgressPolicy::new(provider.clone(), egress.clone(), limits.deadline),
-            limiter: MemoryLimiter::new(limits.memory_bytes),
+            limiter: MemoryLimiter::new(limits.memory_bytes, memory),
             provider,
             log_lines_left: limits.max_log_lines,
             log_lines_dropped: 0,

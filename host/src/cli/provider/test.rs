@@ -12,7 +12,7 @@ use super::fixture::{self, Call};
 use super::{LimitArgs, Loaded, json, load};
 use crate::cli::Exit;
 use crate::wasm::types::ProviderError;
-use crate::wasm::{CallError, Capabilities};
+use crate::wasm::{CallError, Capabilities, MemoryBound};
 
 /// Exit codes besides 0 (the call returned a result), 1 (bad input: a
 /// missing or unusable file, a bad fixture, a call the component's world
@@ -234,15 +234,17 @@ fn describe(error: &CallError) -> Option<(String, Verdict)> {
             format!("deadline exceeded: {export} ran past {deadline:?} (--timeout-ms)"),
             Verdict::Deadline,
         ),
-        CallError::MemoryLimit {
-            export,
-            limit_bytes,
-            ..
-        } => (
-            format!(
-                "memory limit exceeded: {export} tried to grow past {} MiB (--memory-mib)",
-                limit_bytes >> 20
-            ),
+        CallError::MemoryLimit { export, bound, .. } => (
+            match bound {
+                MemoryBound::Instance(bytes) => format!(
+                    "memory limit exceeded: {export} tried to grow past {} MiB (--memory-mib)",
+                    bytes >> 20
+                ),
+                MemoryBound::Runtime(bytes) => format!(
+                    "memory limit exceeded: {export} wanted more than the {} MiB all providers share",
+                    bytes >> 20
+                ),
+            },
             Verdict::MemoryLimit,
         ),
         CallError::OutputTooLarge {

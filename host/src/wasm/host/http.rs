@@ -11,6 +11,7 @@
 //! always have descriptors left.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http_body_util::BodyExt as _;
@@ -132,6 +133,13 @@ impl WasiHttpHooks for EgressPolicy {
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
+        // A body the request says is too large is refused before it is sent.
+        let max_body = self.egress.limits.max_request_body_bytes;
+        let declared = content_length(request.headers());
+        if declared.is_some_and(|length| length > max_body) {
+            self.refused("request_body");
+            return Box::new(async move { Err(Error::HttpRequestBodySize(declared)) });
+        }
         let permits = match self.admit() {
             Ok(permits) => permits,
             Err(limit) => {
@@ -146,23 +154,48 @@ impl WasiHttpHooks for EgressPolicy {
         };
         let limits = self.egress.limits;
         let options = bounded(options.unwrap_or_default(), self.deadline);
-        let request = request.map(|body| {
-            limited(
-                body,
-                limits.max_request_body_bytes,
-                Error::HttpRequestBodySize,
-            )
-        });
+        let counter = |limit| {
+            let (metrics, provider) = (self.egress.metrics.clone(), self.provider.clone());
+            move || {
+                if let Some(metrics) = &metrics {
+                    metrics.http_refused(&provider, limit);
+                }
+            }
+        };
+        let request_body = Cap {
+            limit: limits.max_request_body_bytes,
+            error: Error::HttpRequestBodySize,
+            crossed: Arc::new(AtomicBool::new(false)),
+        };
+        let crossed = request_body.crossed.clone();
+        let request = request.map(|body| request_body.apply(body, counter("request_body")));
+        let response_body = Cap {
+            limit: limits.max_response_body_bytes,
+            error: Error::HttpResponseBodySize,
+            crossed: Arc::new(AtomicBool::new(false)),
+        };
+        let count_response = counter("response_body");
         Box::new(async move {
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            let response = response.map(|body| {
-                limited(
-                    body.boxed_unsync(),
-                    limits.max_response_body_bytes,
-                    Error::HttpResponseBodySize,
-                )
-            });
+            let sent = wasmtime_wasi_http::default_send_request(request, Some(options)).await;
+            // A streamed body over its cap fails the send as a protocol
+            // error; the guest is told what it crossed.
+            let (response, io) = sent.map_err(|error| {
+                if crossed.load(Ordering::Relaxed) {
+                    Error::HttpRequestBodySize(Some(limits.max_request_body_bytes))
+                } else {
+                    error
+                }
+            })?;
+            // A body the response says is too large is refused before it is
+            // read: the guest learns which cap it met, not just that the
+            // stream broke.
+            let declared = content_length(response.headers());
+            if declared.is_some_and(|length| length > limits.max_response_body_bytes) {
+                count_response();
+                return Err(Error::HttpResponseBodySize(declared));
+            }
+            let response =
+                response.map(|body| response_body.apply(body.boxed_unsync(), count_response));
             // The permits go when the connection does.
             let io = async move {
                 let _permits = permits;
@@ -173,15 +206,43 @@ impl WasiHttpHooks for EgressPolicy {
     }
 }
 
-/// `body`, failing with `too_large(limit)` once it passes `limit` bytes.
-fn limited(body: WasiBody, limit: u64, too_large: fn(Option<u64>) -> Error) -> WasiBody {
-    let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
-    http_body_util::Limited::new(body, limit_usize)
-        .map_err(move |error| match error.downcast::<Error>() {
-            Ok(error) => *error,
-            Err(_) => too_large(Some(limit)),
-        })
-        .boxed_unsync()
+/// The length a message declares for its body.
+fn content_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A cap on a body's bytes, and whether the body crossed it.
+struct Cap {
+    limit: u64,
+    error: fn(Option<u64>) -> Error,
+    crossed: Arc<AtomicBool>,
+}
+
+impl Cap {
+    /// `body`, failing with the cap's error (and `crossing` called) once it
+    /// passes the limit.
+    fn apply(self, body: WasiBody, crossing: impl Fn() + Send + Sync + 'static) -> WasiBody {
+        let limit_usize = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        let Self {
+            limit,
+            error,
+            crossed,
+        } = self;
+        http_body_util::Limited::new(body, limit_usize)
+            .map_err(move |e| {
+                if let Ok(e) = e.downcast::<Error>() {
+                    return *e;
+                }
+                if !crossed.swap(true, Ordering::Relaxed) {
+                    crossing();
+                }
+                error(Some(limit))
+            })
+            .boxed_unsync()
+    }
 }
 
 /// The guest's timeouts, none over [`MAX_PHASE_TIMEOUT`] or the call's deadline.

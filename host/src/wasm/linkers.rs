@@ -1,0 +1,62 @@
+//! What each provider world may import, linked once per engine.
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+use wasmtime_wasi::p2::bindings::{cli, random};
+use wasmtime_wasi::random::{WasiRandom, WasiRandomView as _};
+
+use super::bindings::{log, types};
+use super::state::CallState;
+use super::world::World;
+
+/// What a component of each world may import, and nothing else: a
+/// component importing anything outside its world (a bootstrap provider
+/// importing `wasi:http`, say) fails to load, its message naming the import.
+pub(crate) struct Linkers {
+    bootstrap: Linker<CallState>,
+    infrastructure: Linker<CallState>,
+}
+
+impl Linkers {
+    pub(crate) fn new(engine: &Engine) -> wasmtime::Result<Self> {
+        let bootstrap = linker(engine)?;
+        let mut infrastructure = linker(engine)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut infrastructure)?;
+        Ok(Self {
+            bootstrap,
+            infrastructure,
+        })
+    }
+
+    /// The linker of `world`.
+    pub(crate) fn of(&self, world: World) -> &Linker<CallState> {
+        match world {
+            World::Bootstrap => &self.bootstrap,
+            World::Infrastructure => &self.infrastructure,
+        }
+    }
+}
+
+/// What every provider world imports — `log`, clocks and random — plus the
+/// `wasi:cli`, `wasi:io` and insecure-random pieces Rust's standard library
+/// imports, all backed by an empty context. No filesystem and no sockets.
+fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    let l = &mut linker;
+    log::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
+    types::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
+    // io, clocks, random, stdin/stdout/stderr: their waits are async.
+    wasmtime_wasi::p2::add_to_linker_proxy_interfaces_async(l)?;
+    cli::exit::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::environment::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_input::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_output::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stdin::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stdout::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stderr::add_to_linker::<_, WasiCli>(l, CallState::cli)?;
+    // The standard library seeds its hash maps from these.
+    random::insecure::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
+    random::insecure_seed::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
+    Ok(linker)
+}

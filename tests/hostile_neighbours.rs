@@ -1,0 +1,415 @@
+//! Hostile providers beside good pools, through `capwasm run` as a process:
+//! one of each kind in guests/hostile that can load (blocked in a timer,
+//! bombing its memory, returning results that break the contract or strings
+//! of 400 KB, flooding an allowed host with requests) serving pools of their
+//! own, and those that must not load (a schema bomb, an `info` that never
+//! returns, a bootstrap component importing `wasi:http`). The good pools
+//! still reach Running, `/healthz` answers throughout, the process's memory
+//! stays under its bound, SIGTERM ends it, and each hostile object says
+//! which limit it crossed.
+//!
+//! It prints its figures (a good pool's time to Running alone and beside the
+//! hostile ones, the slowest health answer, peak RSS, time to exit after
+//! SIGTERM); only the bounds the operator promises are asserted.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use capwasm::api::provider::HasProviderStatus;
+use capwasm::api::providermodule::World;
+use capwasm::api::{ProviderModule, WasmBootstrapConfig, WasmMachinePool};
+use capwasm::simcloud::{self, SimCloud};
+use capwasm::testing::guest_path;
+use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
+use kube::api::PostParams;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use testenv::TestEnv;
+use testenv::flows::{
+    Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_module, wait_for_pool,
+};
+use testenv::operator::OperatorProcess;
+
+/// Pools whose bootstrap call waits a minute on a timer, each holding a
+/// call slot for its whole deadline on every try.
+const SLEEPERS: usize = 24;
+/// The deadline of the hostile modules' calls.
+const DEADLINE_MILLIS: u32 = 2000;
+/// The operator's resident memory bound (README, deploy/deployment.yaml).
+const RSS_BOUND: u64 = 256 << 20;
+/// How long `/healthz` may take to answer, and SIGTERM to end the process.
+const HEALTH_BOUND: Duration = Duration::from_secs(1);
+const SIGTERM_BOUND: Duration = Duration::from_secs(10);
+
+/// ProviderModule `name` serving `file` in `world`, with `hosts` allowed.
+async fn module(client: &Client, name: &str, world: World, file: &str, hosts: &[&str]) {
+    let module = ProviderModuleBuilder::file(name, world, &guest_path(file).to_string_lossy())
+        .timeout_millis(DEADLINE_MILLIS)
+        .allowed_hosts(hosts)
+        .build();
+    Api::<ProviderModule>::all(client.clone())
+        .create(&PostParams::default(), &module)
+        .await
+        .unwrap();
+}
+
+/// Waits until the provider object `name` is not Ready for `reason`, and
+/// returns the condition's message.
+async fn not_ready_for<K>(api: &Api<K>, name: &str, reason: &str) -> String
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + DeserializeOwned + Send + 'static,
+    K: Status,
+{
+    let found = wait_for(api, name, &format!("Ready has reason {reason}"), |o| {
+        o.and_then(Status::ready)
+            .is_some_and(|(status, r, _)| status == "False" && r == reason)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{name} disappeared"));
+    let (_, _, message) = found.ready().unwrap();
+    eprintln!("{name}: {reason}: {message}");
+    message
+}
+
+/// The Ready condition of a provider object.
+trait Status {
+    fn ready(&self) -> Option<(String, String, String)>;
+}
+
+impl Status for WasmBootstrapConfig {
+    fn ready(&self) -> Option<(String, String, String)> {
+        condition(&self.status.as_ref()?.common_ref().conditions, "Ready")
+    }
+}
+
+impl Status for WasmMachinePool {
+    fn ready(&self) -> Option<(String, String, String)> {
+        condition(&self.status.as_ref()?.common_ref().conditions, "Ready")
+    }
+}
+
+/// A good pool `name` of Cluster `good`: how long it took to be Running.
+async fn good_pool(client: &Client, apis: &Apis, name: &str, providers: &Providers) -> Duration {
+    let ns = apis.pools.namespace().unwrap_or_default();
+    let started = Instant::now();
+    let pool = MachinePoolBuilder::new(ns, name, "good")
+        .replicas(2)
+        .build();
+    create_pool(client, &pool, providers).await.unwrap();
+    wait_for_pool(&apis.pools, name, "Running", 2).await;
+    started.elapsed()
+}
+
+/// Asks `/healthz` every 100 ms until stopped: the slowest answer, and how
+/// many were not 200 or slower than [`HEALTH_BOUND`].
+struct HealthProbe {
+    slowest_micros: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HealthProbe {
+    fn start(operator: &Arc<OperatorProcess>) -> Self {
+        let slowest_micros: Arc<AtomicU64> = Arc::default();
+        let failures: Arc<AtomicU64> = Arc::default();
+        let stop: Arc<AtomicBool> = Arc::default();
+        let (slowest, failed, stopped) = (slowest_micros.clone(), failures.clone(), stop.clone());
+        let operator = operator.clone();
+        let task = tokio::spawn(async move {
+            while !stopped.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                let answer = tokio::time::timeout(HEALTH_BOUND, operator.get("/healthz")).await;
+                let took = asked.elapsed();
+                slowest.fetch_max(
+                    u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
+                if !matches!(answer, Ok((200, _))) {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Self {
+            slowest_micros,
+            failures,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops the probe: the slowest answer, and the failures.
+    async fn stop(self) -> (Duration, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap();
+        (
+            Duration::from_micros(self.slowest_micros.load(Ordering::Relaxed)),
+            self.failures.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Modules refused at load: name, guest, and what the refusal names.
+const REFUSED: [(&str, &str, &str); 3] = [
+    ("schema-bomb", "hostile_schema_bomb.wasm", "levels"),
+    ("slow-load", "hostile_slow_load.wasm", "deadline"),
+    (
+        "bootstrap-http",
+        "hostile_bootstrap_http.wasm",
+        "wasi:http/",
+    ),
+];
+
+/// Modules that load and misbehave in their calls: name, world, guest,
+/// and whether they may reach 127.0.0.1.
+const LOADED: [(&str, World, &str, bool); 5] = [
+    (
+        "timer-sleep",
+        World::Bootstrap,
+        "hostile_timer_sleep.wasm",
+        false,
+    ),
+    (
+        "memory-bomb",
+        World::Bootstrap,
+        "hostile_memory_bomb.wasm",
+        false,
+    ),
+    (
+        "huge-strings",
+        World::Bootstrap,
+        "hostile_huge_strings.wasm",
+        false,
+    ),
+    (
+        "bad-results",
+        World::Infrastructure,
+        "hostile_bad_results.wasm",
+        false,
+    ),
+    (
+        "http-flood",
+        World::Infrastructure,
+        "hostile_http_flood.wasm",
+        true,
+    ),
+];
+
+/// Creates the hostile modules and waits until each is in service or refused.
+async fn hostile_modules(client: &Client) {
+    for (name, file, _) in REFUSED {
+        module(client, name, World::Bootstrap, file, &[]).await;
+    }
+    for (name, world, file, reaches) in LOADED {
+        let hosts: &[&str] = if reaches { &["127.0.0.1"] } else { &[] };
+        module(client, name, world, file, hosts).await;
+    }
+    let api: Api<ProviderModule> = Api::all(client.clone());
+    for (name, ..) in LOADED {
+        wait_for_module(&api, name, "Ready").await;
+    }
+    for (name, _, bound) in REFUSED {
+        let module = wait_for_module(&api, name, "Failed").await;
+        let message = module.status.and_then(|s| s.message).unwrap_or_default();
+        eprintln!("{name}: {message}");
+        assert!(message.contains(bound), "{name}: {message}");
+    }
+}
+
+/// A pool of the hostile Cluster, and what its hostile provider object
+/// must come to say.
+struct HostilePool {
+    name: String,
+    providers: Providers,
+    /// Whether the hostile side is the bootstrap (else the infrastructure).
+    bootstrap: bool,
+    reason: &'static str,
+    says: &'static str,
+}
+
+/// The hostile pools: [`SLEEPERS`] blocked in a timer, and one of each other kind.
+fn hostile_pools(good: &Providers, cloud_endpoint: &str) -> Vec<HostilePool> {
+    let bootstrap = |name: &str, module: &str, config: Value, reason, says| HostilePool {
+        name: name.into(),
+        providers: Providers {
+            bootstrap: (module.into(), config),
+            infrastructure: good.infrastructure.clone(),
+        },
+        bootstrap: true,
+        reason,
+        says,
+    };
+    let infrastructure = |name: &str, module: &str, config: Value, reason, says| HostilePool {
+        name: name.into(),
+        providers: Providers {
+            bootstrap: good.bootstrap.clone(),
+            infrastructure: (module.into(), config),
+        },
+        bootstrap: false,
+        reason,
+        says,
+    };
+    let sleep = json!({ "seconds": 60 });
+    let mut pools: Vec<HostilePool> = (0..SLEEPERS)
+        .map(|i| {
+            let name = format!("sleeper-{i}");
+            bootstrap(
+                &name,
+                "timer-sleep",
+                sleep.clone(),
+                "GuestTimedOut",
+                "2s deadline",
+            )
+        })
+        .collect();
+    let flood = json!({ "mode": "inARow", "url": format!("{cloud_endpoint}/"), "count": 1000 });
+    pools.extend([
+        // Two bombs: at their cap of 64 MiB each, together they cross the
+        // budget all calls share; each condition names the bound it met.
+        bootstrap(
+            "memory-bomb",
+            "memory-bomb",
+            json!({}),
+            "GuestMemoryLimit",
+            "memory",
+        ),
+        bootstrap(
+            "memory-bomb-2",
+            "memory-bomb",
+            json!({}),
+            "GuestMemoryLimit",
+            "memory",
+        ),
+        bootstrap(
+            "huge-strings",
+            "huge-strings",
+            json!({ "field": "terminalMessage" }),
+            "ProviderFailed",
+            "…[+",
+        ),
+        infrastructure(
+            "foreign-scheme",
+            "bad-results",
+            json!({ "mode": "foreignScheme" }),
+            "InvalidProviderResult",
+            "not its own",
+        ),
+        infrastructure(
+            "empty-addresses",
+            "bad-results",
+            json!({ "mode": "emptyAddresses" }),
+            "GuestOutputTooLarge",
+            "output limit",
+        ),
+        infrastructure(
+            "http-flood",
+            "http-flood",
+            flood,
+            "ProviderFailed",
+            "first=LimitReached",
+        ),
+    ]);
+    pools
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
+    let env = TestEnv::shared().await.unwrap();
+    let workload = env.workload().unwrap();
+    let client = env.management().client().unwrap();
+    let ns = env
+        .management()
+        .create_namespace("neighbours")
+        .await
+        .unwrap();
+    let apis = Apis::new(&client, &ns);
+    let cloud = SimCloud::new(simcloud::Settings {
+        boot_delay: Duration::from_millis(300),
+        termination_delay: Duration::from_millis(300),
+        nodes: Some(workload.client().unwrap()),
+        ..simcloud::Settings::default()
+    })
+    .start_on_loopback()
+    .await
+    .unwrap();
+    let objects = Objects {
+        cloud_endpoint: cloud.endpoint(),
+    };
+    // The memory flags of deploy/deployment.yaml, whose limit is RSS_BOUND.
+    let memory = [
+        "--max-provider-memory-mib=64",
+        "--guest-memory-budget-mib=96",
+    ];
+    let operator =
+        Arc::new(OperatorProcess::start(env.management(), &ns, "neighbours", &memory).await);
+    let probe = HealthProbe::start(&operator);
+
+    // A good pool alone, its Cluster provisioned first.
+    let modules = objects.modules(&client, &ns).await.unwrap();
+    let good = objects.providers(&modules);
+    for cluster in ["good", "hostile"] {
+        objects
+            .create_cluster(&client, workload, &ns, cluster, &modules)
+            .await
+            .unwrap();
+        wait_for(&apis.clusters, cluster, "the Cluster is Provisioned", |c| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Provisioned")
+        })
+        .await;
+    }
+    let alone = good_pool(&client, &apis, "alone", &good).await;
+
+    // The hostile pools, in a Cluster of their own; a good pool beside
+    // them once the sleepers are timing out.
+    hostile_modules(&client).await;
+    let hostile = hostile_pools(&good, &objects.cloud_endpoint);
+    for pool in &hostile {
+        let object = MachinePoolBuilder::new(&ns, &pool.name, "hostile")
+            .replicas(3)
+            .build();
+        create_pool(&client, &object, &pool.providers)
+            .await
+            .unwrap();
+    }
+    not_ready_for(&apis.configs, "sleeper-0", "GuestTimedOut").await;
+    let beside = good_pool(&client, &apis, "beside", &good).await;
+
+    // Each hostile object says which limit it crossed, in a bounded message.
+    for pool in &hostile {
+        let message = if pool.bootstrap {
+            not_ready_for(&apis.configs, &pool.name, pool.reason).await
+        } else {
+            not_ready_for(&apis.infra_pools, &pool.name, pool.reason).await
+        };
+        assert!(message.contains(pool.says), "{}: {message}", pool.name);
+        assert!(
+            message.len() < 2048,
+            "{}: {} bytes",
+            pool.name,
+            message.len()
+        );
+    }
+    // Nothing of a refused result reached the pool.
+    let pool = apis.pools.get("foreign-scheme").await.unwrap();
+    assert!(pool.spec.provider_id_list.is_empty(), "{pool:?}");
+
+    let (slowest, failures) = probe.stop().await;
+    let peak = operator.peak_rss_bytes();
+    let operator = Arc::into_inner(operator).expect("the probe let go of the process");
+    let (status, exit) = operator.terminate(SIGTERM_BOUND).await;
+    eprintln!(
+        "good pool to Running: alone {alone:.1?}, beside {} hostile pools {beside:.1?} ({:.2}x); \
+         slowest /healthz {slowest:.1?}; peak RSS {} MiB; exit after SIGTERM {exit:.1?}",
+        hostile.len(),
+        beside.as_secs_f64() / alone.as_secs_f64(),
+        peak >> 20,
+    );
+    assert_eq!(failures, 0, "/healthz failed or took over {HEALTH_BOUND:?}");
+    assert!(peak < RSS_BOUND, "peak RSS {} MiB", peak >> 20);
+    assert!(status.success(), "{status:?}");
+}

@@ -1,0 +1,180 @@
+//! `capwasm run` as a child process, the way a Deployment runs it: against
+//! the management API server through a kubeconfig file, with its health and
+//! metrics endpoints on a free loopback port, its log drained so that it
+//! never blocks on a full pipe.
+
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::process::{Child, Command};
+
+use crate::ApiServer;
+
+/// How long the process gets to become the leader.
+const START: Duration = Duration::from_secs(60);
+
+/// The `capwasm` binary `cargo test --workspace` built next to the test
+/// binaries.
+///
+/// # Panics
+///
+/// If it is missing, saying how to build it.
+pub fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the target directory");
+    let binary = dir.join("capwasm");
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build -p capwasm` or `make test`",
+        binary.display()
+    );
+    binary
+}
+
+/// A free loopback address (`127.0.0.1:<port>`).
+///
+/// # Panics
+///
+/// If no port can be bound.
+pub fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").to_string()
+}
+
+/// A running `capwasm run`; killed if dropped before [`OperatorProcess::terminate`].
+pub struct OperatorProcess {
+    child: Child,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served.
+    pub address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl OperatorProcess {
+    /// Starts `capwasm run` against `management` with its leader Lease in
+    /// `namespace`, named `instance`, with `args` added, and waits until it
+    /// leads.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot start or does not become the leader within a minute.
+    pub async fn start(
+        management: &ApiServer,
+        namespace: &str,
+        instance: &str,
+        args: &[&str],
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("a directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            management.kubeconfig_yaml().expect("a kubeconfig"),
+        )
+        .expect("the kubeconfig written");
+        let address = free_address();
+        let mut child = Command::new(binary())
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--metrics-bind-address", &address])
+            .args(["--leader-election-namespace", namespace])
+            .args(["--instance", instance])
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("capwasm run started");
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("its stderr")).lines();
+        let leads = tokio::time::timeout(START, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("became the leader") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(leads, Ok(true), "capwasm run did not become the leader");
+        // Drained, so the process never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            address,
+            _dir: dir,
+        }
+    }
+
+    fn pid(&self) -> Pid {
+        let id = self.child.id().expect("the process is running");
+        Pid::from_raw(i32::try_from(id).expect("a pid"))
+    }
+
+    /// `GET path`, as (status code, body).
+    ///
+    /// # Panics
+    ///
+    /// If the endpoint does not accept the connection.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = tokio::net::TcpStream::connect(&self.address)
+            .await
+            .expect("the metrics endpoint accepts");
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.address);
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .expect("request sent");
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response).await;
+        let code = response
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        (code, body)
+    }
+
+    /// The most memory the process has held resident so far (VmHWM), in bytes.
+    ///
+    /// # Panics
+    ///
+    /// If `/proc` does not say.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the process's status");
+        let kib = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmHWM in /proc/<pid>/status");
+        kib * 1024
+    }
+
+    /// Sends SIGTERM and waits (at most `limit`) for the process to exit:
+    /// its exit status and how long it took.
+    ///
+    /// # Panics
+    ///
+    /// If the process is not gone within `limit`.
+    pub async fn terminate(mut self, limit: Duration) -> (ExitStatus, Duration) {
+        let sent = Instant::now();
+        signal::kill(self.pid(), Signal::SIGTERM).expect("SIGTERM sent");
+        let status = tokio::time::timeout(limit, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("capwasm run still running {limit:?} after SIGTERM"))
+            .expect("the exit status");
+        (status, sent.elapsed())
+    }
+}
