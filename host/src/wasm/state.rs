@@ -30,6 +30,20 @@ pub(crate) struct CallState {
     pub(crate) panic_message: Option<String>,
 }
 
+/// Lines over the log limit are dropped as they come and reported once,
+/// when the call ends, however it ends.
+impl Drop for CallState {
+    fn drop(&mut self) {
+        if self.log_lines_dropped > 0 {
+            tracing::warn!(
+                provider = &*self.provider,
+                dropped = self.log_lines_dropped,
+                "the provider wrote more log lines than its limit; the rest were dropped"
+            );
+        }
+    }
+}
+
 impl CallState {
     pub(crate) fn new(
         provider: Arc<str>,
