@@ -85,8 +85,13 @@ fn store(host: &Host<'_>, callee: &Callee<'_>) -> Store<CallState> {
         callee.egress,
         host.memory,
     );
+    let shares_a_budget = state.limiter.shares_a_budget();
     let mut store = Store::new(host.engine, state);
-    store.limiter_async(|state| &mut state.limiter);
+    if shares_a_budget {
+        store.limiter_async(|state| &mut state.limiter);
+    } else {
+        store.limiter(|state| &mut state.limiter);
+    }
     store.epoch_deadline_async_yield_and_update(1);
     // What the guest hands the host, in one result or one host call, is
     // lifted against this: every element at its size in the host, every

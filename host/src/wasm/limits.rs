@@ -160,6 +160,11 @@ impl MemoryLimiter {
         }
     }
 
+    /// Whether there is a shared budget to wait for (the async limiter).
+    pub(crate) fn shares_a_budget(&self) -> bool {
+        self.budget.pages.is_some()
+    }
+
     /// Takes `pages` more of the budget. A call that holds none yet waits
     /// for them; one that holds some does not (two calls each holding part
     /// and waiting for the rest would wait until their deadlines).
@@ -197,16 +202,43 @@ impl MemoryLimiter {
 /// Tables hold function references; a guest has no business with more.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
 
+/// The limiter of a runtime without a shared budget: nothing to wait for,
+/// so no future per growth.
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.hit = Some(MemoryBound::Instance(self.max_bytes));
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// The limiter of a runtime with a shared budget: the call's own cap, then
+/// the budget, which a call's first memory may wait for.
 #[async_trait::async_trait]
 impl wasmtime::ResourceLimiterAsync for MemoryLimiter {
     async fn memory_growing(
         &mut self,
         current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_bytes {
-            self.hit = Some(MemoryBound::Instance(self.max_bytes));
+        if !wasmtime::ResourceLimiter::memory_growing(self, current, desired, maximum)? {
             return Ok(false);
         }
         let pages = desired.saturating_sub(current).div_ceil(WASM_PAGE);
@@ -219,11 +251,11 @@ impl wasmtime::ResourceLimiterAsync for MemoryLimiter {
 
     async fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        wasmtime::ResourceLimiter::table_growing(self, current, desired, maximum)
     }
 }
 
@@ -249,10 +281,19 @@ mod tests {
 
     #[tokio::test]
     async fn the_instance_cap_allows_its_size_and_refuses_a_page_more() {
-        let budget = GuestMemory::new(None);
-        let mut limiter = MemoryLimiter::new(4 * PAGE, &budget);
-        assert!(limiter.memory_growing(0, 4 * PAGE, None).await.unwrap());
+        // Without a budget (the synchronous limiter)...
+        let mut limiter = MemoryLimiter::new(4 * PAGE, &GuestMemory::new(None));
+        assert!(!limiter.shares_a_budget());
+        let grow = |l: &mut MemoryLimiter, from, to| {
+            wasmtime::ResourceLimiter::memory_growing(l, from, to, None).unwrap()
+        };
+        assert!(grow(&mut limiter, 0, 4 * PAGE));
         assert_eq!(limiter.hit, None);
+        assert!(!grow(&mut limiter, 4 * PAGE, 5 * PAGE));
+        assert_eq!(limiter.hit, Some(MemoryBound::Instance(4 * PAGE)));
+        // ...and with one larger than the cap.
+        let mut limiter = MemoryLimiter::new(4 * PAGE, &GuestMemory::new(Some(64 * PAGE)));
+        assert!(limiter.memory_growing(0, 4 * PAGE, None).await.unwrap());
         assert!(
             !limiter
                 .memory_growing(4 * PAGE, 5 * PAGE, None)
