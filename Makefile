@@ -12,13 +12,14 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help demo toolchain controlplane guests lint test bench fleet-bench startup-bench
+.PHONY: help demo toolchain controlplane upstream-capi guests lint test bench fleet-bench startup-bench
 
 help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
 	@echo "make test          fmt, clippy, unit and integration tests (installs what is missing)"
 	@echo "make guests        build the provider components (guests/, wasm32-wasip2)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
+	@echo "make upstream-capi build upstream Cluster API's core manager from its Go module into ~/.cache/capwasm (once)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
 	@echo "make fleet-bench   many Clusters and pools at once: time to Running, deletion, CPU, memory"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
@@ -34,6 +35,9 @@ toolchain:
 
 controlplane:
 	@$(CONTROLPLANE) --verbose
+
+upstream-capi:
+	@tests/upstream-capi/build.sh --verbose
 
 guests: toolchain
 	$(GUEST_CARGO) build --release --locked --target-dir $(GUEST_TARGET_DIR)
