@@ -24,6 +24,7 @@ mod ports;
 mod process;
 mod rundir;
 mod stack;
+pub mod upstream;
 
 pub use apiserver::ApiServer;
 pub use binaries::Binaries;

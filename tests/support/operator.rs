@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 
 use crate::ApiServer;
+use crate::ports::free_port;
 
 /// How long the process gets to become the leader.
 const START: Duration = Duration::from_secs(60);
@@ -44,8 +45,7 @@ pub fn binary() -> PathBuf {
 ///
 /// If no port can be bound.
 pub fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").to_string()
+    format!("127.0.0.1:{}", free_port().expect("a free port"))
 }
 
 /// A running `capwasm run`; killed if dropped before [`OperatorProcess::terminate`].

@@ -28,16 +28,47 @@ pub(crate) struct Process {
 }
 
 impl Process {
+    /// One of the wrapper mains under `tests/controlplane/`, which exit
+    /// when their stdin closes.
     pub fn spawn(name: &'static str, binary: &Path, args: &[String], log: PathBuf) -> Result<Self> {
+        let mut command = Command::new(binary);
+        command.args(args).env("CAPWASM_EXIT_ON_STDIN_EOF", "1");
+        Self::spawn_command(name, binary, command, log)
+    }
+
+    /// A program that does not watch its stdin, run by a shell that
+    /// SIGTERMs it when the pipe closes, so that it too dies with the test
+    /// process.
+    pub fn spawn_exiting_with_stdin(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Result<Self> {
+        let mut command = Command::new("bash");
+        command
+            .arg("-c")
+            .arg(r#""$0" "$@" </dev/null & child=$!; cat >/dev/null; kill -TERM "$child" 2>/dev/null; wait "$child""#)
+            .arg(binary)
+            .args(args)
+            .envs(env.iter().copied());
+        Self::spawn_command(name, binary, command, log)
+    }
+
+    fn spawn_command(
+        name: &'static str,
+        binary: &Path,
+        mut command: Command,
+        log: PathBuf,
+    ) -> Result<Self> {
         let io_error = |source| Error::Io {
             path: log.clone(),
             source,
         };
         let out = File::create(&log).map_err(io_error)?;
         let err = out.try_clone().map_err(io_error)?;
-        let mut child = Command::new(binary)
-            .args(args)
-            .env("CAPWASM_EXIT_ON_STDIN_EOF", "1")
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err)

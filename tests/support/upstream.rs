@@ -1,0 +1,137 @@
+//! Upstream Cluster API's core manager, built from its Go module by
+//! `tests/upstream-capi/build.sh`, run against an [`ApiServer`] the way a
+//! user runs it beside capwasm's providers: MachinePool on, topology off, no
+//! leader election, every address on loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::certs::Ca;
+use crate::ports::free_port;
+use crate::process::Process;
+use crate::{ApiServer, Error, Result};
+
+/// How long the manager gets to report ready.
+const READY: Duration = Duration::from_secs(60);
+
+/// Where the manager and its CRDs are.
+#[derive(Clone, Debug)]
+pub struct UpstreamBuild {
+    /// The manager binary.
+    pub manager: PathBuf,
+    /// Its CRDs (`config/crd/bases` of the same module version).
+    pub crds: PathBuf,
+}
+
+impl UpstreamBuild {
+    /// The build `tests/upstream-capi/build.sh` made, building it the first
+    /// time. An error, never a skip, when it cannot be had.
+    pub fn locate() -> Result<Self> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("upstream-capi/build.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| Error::Binaries(format!("cannot run {}: {e}", script.display())))?;
+        if !output.status.success() {
+            return Err(Error::Binaries(format!(
+                "{} failed ({}); its message is above",
+                script.display(),
+                output.status
+            )));
+        }
+        let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        let build = Self {
+            manager: dir.join("manager"),
+            crds: dir.join("crds"),
+        };
+        if !build.manager.is_file() || !build.crds.is_dir() {
+            return Err(Error::Binaries(format!(
+                "{} has no manager and crds/; run `make upstream-capi`",
+                dir.display()
+            )));
+        }
+        Ok(build)
+    }
+}
+
+/// A running upstream manager; stopped when dropped.
+pub struct UpstreamManager {
+    process: Process,
+}
+
+impl UpstreamManager {
+    /// Starts `build`'s manager against `server` (whose CRDs must include
+    /// upstream's) and waits until it reports ready.
+    pub async fn start(build: &UpstreamBuild, server: &ApiServer) -> Result<Self> {
+        let dir = server.dir().join("cluster-api");
+        let io = |source| Error::Io {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir.join("certs")).map_err(io)?;
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml()?).map_err(io)?;
+        // Its webhook server must start, though nothing calls it (the CRDs
+        // carry no conversion webhook): a self-signed pair is enough.
+        let serving = Ca::new("cluster-api-webhooks")?.serving()?;
+        std::fs::write(dir.join("certs/tls.crt"), serving.cert).map_err(io)?;
+        std::fs::write(dir.join("certs/tls.key"), serving.key).map_err(io)?;
+        let health = format!("127.0.0.1:{}", free_port()?);
+        let args: Vec<String> = [
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--leader-elect=false".into(),
+            format!("--health-addr={health}"),
+            format!("--diagnostics-address=127.0.0.1:{}", free_port()?),
+            "--insecure-diagnostics".into(),
+            format!("--webhook-port={}", free_port()?),
+            format!("--webhook-cert-dir={}", dir.join("certs").display()),
+            "--feature-gates=MachinePool=true,ClusterTopology=false,RuntimeSDK=false".into(),
+        ]
+        .into();
+        let process = Process::spawn_exiting_with_stdin(
+            "cluster-api-manager",
+            &build.manager,
+            &args,
+            &[("POD_NAMESPACE", "default")],
+            dir.join("manager.log"),
+        )?;
+        let mut manager = Self { process };
+        manager.wait_ready(&health).await?;
+        Ok(manager)
+    }
+
+    async fn wait_ready(&mut self, health: &str) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.process.exited() {
+                return Err(self.process.not_ready(format!("exited: {status}")));
+            }
+            if readyz(health).await {
+                return Ok(());
+            }
+            if started.elapsed() > READY {
+                return Err(self
+                    .process
+                    .not_ready(format!("/readyz not ok within {READY:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Whether `GET /readyz` on `address` answers 200.
+async fn readyz(address: &str) -> bool {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
+        return false;
+    };
+    let request = format!("GET /readyz HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+}
