@@ -6,7 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use capwasm::simcloud::{self, SimCloud};
+use capwasm::simcloud::{self, InstanceState, SimCloud};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
 use testenv::flows::{Apis, Objects, condition, wait_for, wait_for_pool};
 use testenv::operator::OperatorProcess;
 use testenv::upstream::{UpstreamBuild, UpstreamManager};
@@ -27,43 +31,77 @@ fn provider_crds() -> Vec<PathBuf> {
     .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_core_runs_a_pool_of_capwasm_providers_to_running() {
-    let build = UpstreamBuild::locate().unwrap();
-    let mut crds = vec![build.crds.clone()];
-    crds.extend(provider_crds());
-    let env = TestEnv::start(Options {
-        crds,
-        ..Options::default()
-    })
-    .await
-    .unwrap();
-    let _upstream = UpstreamManager::start(&build, env.management())
+/// Upstream's manager and `capwasm run --controllers providers` on an API
+/// server of their own, a workload server, and a simulated cloud.
+struct ProviderMode {
+    env: TestEnv,
+    cloud: simcloud::RunningSimCloud,
+    objects: Objects,
+    client: Client,
+    ns: String,
+    _upstream: UpstreamManager,
+    _operator: OperatorProcess,
+}
+
+impl ProviderMode {
+    async fn start(prefix: &str) -> Self {
+        let build = UpstreamBuild::locate().unwrap();
+        let mut crds = vec![build.crds.clone()];
+        crds.extend(provider_crds());
+        let env = TestEnv::start(Options {
+            crds,
+            ..Options::default()
+        })
         .await
         .unwrap();
-    let workload = env.workload().unwrap();
-    let client = env.management().client().unwrap();
-    let ns = env.management().create_namespace("upstream").await.unwrap();
-    let cloud = SimCloud::new(simcloud::Settings {
-        boot_delay: Duration::from_millis(300),
-        termination_delay: Duration::from_millis(300),
-        nodes: Some(workload.client().unwrap()),
-        ..simcloud::Settings::default()
-    })
-    .start_on_loopback()
-    .await
-    .unwrap();
-    let objects = Objects {
-        cloud_endpoint: cloud.endpoint(),
-    };
-    let _operator = OperatorProcess::start(
-        env.management(),
-        &ns,
-        "providers",
-        &["--controllers=providers"],
-    )
-    .await;
+        let upstream = UpstreamManager::start(&build, env.management())
+            .await
+            .unwrap();
+        let client = env.management().client().unwrap();
+        let ns = env.management().create_namespace(prefix).await.unwrap();
+        let cloud = SimCloud::new(simcloud::Settings {
+            boot_delay: Duration::from_millis(300),
+            termination_delay: Duration::from_millis(300),
+            nodes: Some(env.workload().unwrap().client().unwrap()),
+            ..simcloud::Settings::default()
+        })
+        .start_on_loopback()
+        .await
+        .unwrap();
+        let objects = Objects {
+            cloud_endpoint: cloud.endpoint(),
+        };
+        let operator = OperatorProcess::start(
+            env.management(),
+            &ns,
+            "providers",
+            &["--controllers=providers"],
+        )
+        .await;
+        Self {
+            env,
+            cloud,
+            objects,
+            client,
+            ns,
+            _upstream: upstream,
+            _operator: operator,
+        }
+    }
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
+    let ProviderMode {
+        env,
+        cloud,
+        objects,
+        client,
+        ns,
+        _upstream,
+        _operator,
+    } = ProviderMode::start("upstream").await;
+    let workload = env.workload().unwrap();
     let apis = Apis::new(&client, &ns);
     let modules = objects.modules(&client, &ns).await.unwrap();
     objects
@@ -90,4 +128,52 @@ async fn upstream_core_runs_a_pool_of_capwasm_providers_to_running() {
         condition(&conditions, "RemoteConnectionProbe").is_some(),
         "{conditions:?}"
     );
+
+    // Scaled as `kubectl scale` does, through the scale subresource.
+    for replicas in [5, 1] {
+        apis.pools
+            .patch_scale(
+                "pool",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "replicas": replicas } })),
+            )
+            .await
+            .unwrap();
+        let pool = wait_for_pool(&apis.pools, "pool", "Running", replicas).await;
+        assert_eq!(
+            pool.spec.provider_id_list.len(),
+            usize::try_from(replicas).unwrap()
+        );
+    }
+
+    // Deleting the Cluster leaves nothing: objects, instances, Nodes.
+    let nodes: Api<Node> = Api::all(workload.client().unwrap());
+    let node_names: Vec<String> = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(!node_names.is_empty());
+    apis.clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&apis.clusters, "c1", "the Cluster is gone", |c| c.is_none()).await;
+    assert!(apis.pools.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.configs.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.infra_pools.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.infra_clusters.get_opt("c1").await.unwrap().is_none());
+    let live: Vec<_> = cloud
+        .cloud()
+        .instances()
+        .into_iter()
+        .filter(|i| i.instance.state != InstanceState::Terminating)
+        .collect();
+    assert!(live.is_empty(), "instances left in the cloud: {live:?}");
+    for name in node_names {
+        wait_for(&nodes, &name, "the Node is deleted", |n| n.is_none()).await;
+    }
 }
