@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use capwasm::simcloud::{self, InstanceState, SimCloud};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
+};
 use kube::{Api, Client};
 use serde_json::json;
-use testenv::flows::{Apis, Objects, condition, wait_for, wait_for_pool};
+use testenv::flows::{Apis, Objects, condition, create_pool_providers, wait_for, wait_for_pool};
 use testenv::operator::OperatorProcess;
 use testenv::upstream::{UpstreamBuild, UpstreamManager};
 use testenv::{Options, TestEnv};
@@ -176,4 +179,84 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
     for name in node_names {
         wait_for(&nodes, &name, "the Node is deleted", |n| n.is_none()).await;
     }
+}
+
+/// `object` in `cluster.x-k8s.io/v1beta1`, as a user's manifest has it.
+async fn create_v1beta1(client: &Client, ns: &str, kind: &str, object: serde_json::Value) {
+    let resource =
+        ApiResource::from_gvk(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", kind));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhook() {
+    let mode = ProviderMode::start("v1beta1").await;
+    let (client, ns) = (&mode.client, &mode.ns);
+    let workload = mode.env.workload().unwrap();
+    let modules = mode.objects.modules(client, ns).await.unwrap();
+    mode.objects
+        .create_cluster_infrastructure(client, workload, ns, "c1", &modules)
+        .await
+        .unwrap();
+    // v1beta1 references: apiVersion, kind, name.
+    let infrastructure = "infrastructure.cluster.x-k8s.io/v1alpha1";
+    create_v1beta1(
+        client,
+        ns,
+        "Cluster",
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "Cluster",
+            "metadata": { "name": "c1", "namespace": ns },
+            "spec": { "infrastructureRef": {
+                "apiVersion": infrastructure, "kind": "WasmCluster", "name": "c1",
+            }},
+        }),
+    )
+    .await;
+    create_pool_providers(client, ns, "pool", &mode.objects.providers(&modules))
+        .await
+        .unwrap();
+    // What upstream's defaulting webhook would add is written out: the
+    // cluster-name label and the replicas.
+    create_v1beta1(
+        client,
+        ns,
+        "MachinePool",
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachinePool",
+            "metadata": {
+                "name": "pool", "namespace": ns,
+                "labels": { "cluster.x-k8s.io/cluster-name": "c1" },
+            },
+            "spec": {
+                "clusterName": "c1",
+                "replicas": 2,
+                "template": { "spec": {
+                    "clusterName": "c1",
+                    "bootstrap": { "configRef": {
+                        "apiVersion": "bootstrap.cluster.x-k8s.io/v1alpha1",
+                        "kind": "WasmBootstrapConfig", "name": "pool",
+                    }},
+                    "infrastructureRef": {
+                        "apiVersion": infrastructure, "kind": "WasmMachinePool", "name": "pool",
+                    },
+                }},
+            },
+        }),
+    )
+    .await;
+
+    // Read back in v1beta2, converted by upstream's webhook, and Running.
+    let apis = Apis::new(client, ns);
+    let pool = wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    assert_eq!(pool.spec.provider_id_list.len(), 2);
+    let reference = &pool.spec.template.spec.infrastructure_ref;
+    assert_eq!(
+        (reference.api_group.as_str(), reference.kind.as_str()),
+        ("infrastructure.cluster.x-k8s.io", "WasmMachinePool")
+    );
 }

@@ -135,6 +135,22 @@ impl Objects {
         name: &str,
         modules: &Modules,
     ) -> Result<()> {
+        self.create_cluster_infrastructure(client, workload, namespace, name, modules)
+            .await?;
+        create(client, &ClusterBuilder::new(namespace, name).build()).await?;
+        Ok(())
+    }
+
+    /// What Cluster `name` needs besides itself: its WasmCluster served by
+    /// `modules` and its kubeconfig Secret for `workload`.
+    pub async fn create_cluster_infrastructure(
+        &self,
+        client: &Client,
+        workload: &ApiServer,
+        namespace: &str,
+        name: &str,
+        modules: &Modules,
+    ) -> Result<()> {
         create(client, &workload.kubeconfig_secret(namespace, name)?).await?;
         let mut config = self.sim_config();
         config["controlPlaneHost"] = json!("127.0.0.1");
@@ -143,7 +159,6 @@ impl Objects {
             &objects::wasm_cluster(namespace, name, &modules.infrastructure, config),
         )
         .await?;
-        create(client, &ClusterBuilder::new(namespace, name).build()).await?;
         Ok(())
     }
 
@@ -190,6 +205,19 @@ pub struct Providers {
 pub async fn create_pool(client: &Client, pool: &MachinePool, providers: &Providers) -> Result<()> {
     let namespace = pool.metadata.namespace.as_deref().unwrap_or_default();
     let name = pool.metadata.name.as_deref().unwrap_or_default();
+    create_pool_providers(client, namespace, name, providers).await?;
+    create(client, pool).await?;
+    Ok(())
+}
+
+/// Creates the WasmBootstrapConfig and WasmMachinePool `name` served by
+/// `providers`, for a MachinePool of the same name.
+pub async fn create_pool_providers(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    providers: &Providers,
+) -> Result<()> {
     let (bootstrap, config) = &providers.bootstrap;
     create(
         client,
@@ -202,7 +230,6 @@ pub async fn create_pool(client: &Client, pool: &MachinePool, providers: &Provid
         &objects::wasm_machine_pool(namespace, name, infrastructure, config.clone()),
     )
     .await?;
-    create(client, pool).await?;
     Ok(())
 }
 

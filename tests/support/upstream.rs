@@ -73,19 +73,21 @@ impl UpstreamManager {
         std::fs::create_dir_all(dir.join("certs")).map_err(io)?;
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, server.kubeconfig_yaml()?).map_err(io)?;
-        // Its webhook server must start, though nothing calls it (the CRDs
-        // carry no conversion webhook): a self-signed pair is enough.
-        let serving = Ca::new("cluster-api-webhooks")?.serving()?;
+        // Its webhook server converts between API versions for the API
+        // server, which trusts it through the CRDs' caBundle.
+        let ca = Ca::new("cluster-api-webhooks")?;
+        let serving = ca.serving()?;
         std::fs::write(dir.join("certs/tls.crt"), serving.cert).map_err(io)?;
         std::fs::write(dir.join("certs/tls.key"), serving.key).map_err(io)?;
         let health = format!("127.0.0.1:{}", free_port()?);
+        let webhook_port = free_port()?;
         let args: Vec<String> = [
             format!("--kubeconfig={}", kubeconfig.display()),
             "--leader-elect=false".into(),
             format!("--health-addr={health}"),
             format!("--diagnostics-address=127.0.0.1:{}", free_port()?),
             "--insecure-diagnostics".into(),
-            format!("--webhook-port={}", free_port()?),
+            format!("--webhook-port={webhook_port}"),
             format!("--webhook-cert-dir={}", dir.join("certs").display()),
             "--feature-gates=MachinePool=true,ClusterTopology=false,RuntimeSDK=false".into(),
         ]
@@ -99,6 +101,7 @@ impl UpstreamManager {
         )?;
         let mut manager = Self { process };
         manager.wait_ready(&health).await?;
+        convert_through(server, webhook_port, &ca.cert_pem()).await?;
         Ok(manager)
     }
 
@@ -134,4 +137,35 @@ async fn readyz(address: &str) -> bool {
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response).await;
     response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+}
+
+/// Points every CRD of `server` that serves more than one version at the
+/// manager's conversion webhook on `port`, trusted through `ca`: upstream's
+/// own wiring, with a loopback URL for the Service its kustomization uses.
+async fn convert_through(server: &ApiServer, port: u16, ca: &str) -> Result<()> {
+    use base64::Engine as _;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client()?);
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    for crd in crds.list(&ListParams::default()).await?.items {
+        if crd.spec.versions.len() < 2 {
+            continue;
+        }
+        let patch = serde_json::json!({ "spec": { "conversion": {
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1", "v1beta1"],
+                "clientConfig": {
+                    "url": format!("https://127.0.0.1:{port}/convert"),
+                    "caBundle": ca_bundle,
+                },
+            },
+        }}});
+        let name = crd.metadata.name.unwrap_or_default();
+        crds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
 }
