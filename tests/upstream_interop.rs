@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use capwasm::api::{MachinePool, WasmMachinePool};
 use capwasm::simcloud::{self, InstanceState, SimCloud};
+use capwasm::testing::objects::MachinePoolBuilder;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -14,7 +16,9 @@ use kube::api::{
 };
 use kube::{Api, Client};
 use serde_json::json;
-use testenv::flows::{Apis, Objects, condition, create_pool_providers, wait_for, wait_for_pool};
+use testenv::flows::{
+    Apis, Objects, condition, create_pool, create_pool_providers, wait_for, wait_for_pool,
+};
 use testenv::operator::OperatorProcess;
 use testenv::upstream::{UpstreamBuild, UpstreamManager};
 use testenv::{Options, TestEnv};
@@ -259,4 +263,105 @@ async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhoo
         (reference.api_group.as_str(), reference.kind.as_str()),
         ("infrastructure.cluster.x-k8s.io", "WasmMachinePool")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_provider_config_is_surfaced_by_upstream_on_the_pool_and_fixed_in_place() {
+    let mode = ProviderMode::start("badconfig").await;
+    let (client, ns) = (&mode.client, &mode.ns);
+    let modules = mode.objects.modules(client, ns).await.unwrap();
+    mode.objects
+        .create_cluster(client, mode.env.workload().unwrap(), ns, "c1", &modules)
+        .await
+        .unwrap();
+    let mut providers = mode.objects.providers(&modules);
+    providers.infrastructure.1["region"] = json!("Not A Region!");
+    let pool = MachinePoolBuilder::new(ns, "pool", "c1")
+        .replicas(1)
+        .build();
+    create_pool(client, &pool, &providers).await.unwrap();
+
+    // Upstream v1.14 mirrors the provider object's Ready condition into the
+    // pool's v1beta1 InfrastructureReady (`status.deprecated.v1beta1`); its
+    // v1beta2 conditions on a MachinePool are only Paused. capwasm's core
+    // has InfrastructureReady among the v1beta2 ones.
+    let resource = ApiResource::erase::<MachinePool>(&());
+    let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    wait_for(
+        &pools,
+        "pool",
+        "v1beta1 InfrastructureReady names $.region",
+        |p: Option<&DynamicObject>| {
+            p.and_then(|p| p.data.pointer("/status/deprecated/v1beta1/conditions"))
+                .and_then(|c| c.as_array())
+                .is_some_and(|conditions| {
+                    conditions.iter().any(|c| {
+                        c["type"] == "InfrastructureReady"
+                            && c["status"] == "False"
+                            && c["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("$.region"))
+                    })
+                })
+        },
+    )
+    .await;
+    let apis = Apis::new(client, ns);
+    let fixed = json!({ "spec": { "config": { "region": "local-1" } } });
+    apis.infra_pools
+        .patch("pool", &PatchParams::default(), &Patch::Merge(fixed))
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_cluster_holds_its_pool_under_upstream_until_unpaused() {
+    let mode = ProviderMode::start("paused").await;
+    let (client, ns) = (&mode.client, &mode.ns);
+    let modules = mode.objects.modules(client, ns).await.unwrap();
+    mode.objects
+        .create_cluster(client, mode.env.workload().unwrap(), ns, "c1", &modules)
+        .await
+        .unwrap();
+    mode.objects
+        .create_pool(client, ns, "pool", "c1", 1, &modules)
+        .await
+        .unwrap();
+    let apis = Apis::new(client, ns);
+    wait_for_pool(&apis.pools, "pool", "Running", 1).await;
+
+    let pause = |paused: bool| json!({ "spec": { "paused": paused } });
+    apis.clusters
+        .patch("c1", &PatchParams::default(), &Patch::Merge(pause(true)))
+        .await
+        .unwrap();
+    // capwasm's provider object says it is paused, at its new generation.
+    apis.pools
+        .patch_scale(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 2 } })),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &apis.infra_pools,
+        "pool",
+        "the WasmMachinePool is Paused",
+        |p: Option<&WasmMachinePool>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| condition(&s.common.conditions, "Paused"))
+                .is_some_and(|(status, _, _)| status == "True")
+        },
+    )
+    .await;
+    let instances = mode.cloud.cloud().instances().len();
+    assert_eq!(instances, 1, "no instance made while paused");
+
+    apis.clusters
+        .patch("c1", &PatchParams::default(), &Patch::Merge(pause(false)))
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 2).await;
 }
