@@ -18,7 +18,7 @@ use kube::api::{
 };
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use testenv::flows::{Apis, condition, create, wait_for, wait_for_event};
+use testenv::flows::{self, Apis, condition, create, wait_for, wait_for_event};
 use testenv::{Stack, TestEnv};
 
 const BOOTSTRAP: &str = "bootstrap.test.capwasm.dev";
@@ -157,13 +157,7 @@ impl World {
 
     /// Scales pool `name` through its scale subresource.
     async fn scale(&self, name: &str, replicas: i32) {
-        self.apis
-            .pools
-            .patch_scale(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "spec": { "replicas": replicas } })),
-            )
+        flows::scale(&self.apis.pools, name, replicas)
             .await
             .unwrap();
     }

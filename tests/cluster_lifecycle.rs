@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use testenv::flows::{Apis, Scenario, condition, wait_for, wait_for_pool};
+use testenv::flows::{Apis, Scenario, condition, scale, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 #[tokio::test]
@@ -171,14 +171,7 @@ async fn pausing_the_cluster_stops_scaling_until_unpaused() {
     )
     .await;
 
-    apis.pools
-        .patch_scale(
-            "pool",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 2 } })),
-        )
-        .await
-        .unwrap();
+    scale(&apis.pools, "pool", 2).await.unwrap();
     // The controller has seen the new replica count (its Paused condition is
     // at the new generation) and left the pool alone: still Running, and the
     // cloud got no new instance. Unpausing is what lets the scale happen.

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use capwasm::api::provider::HasProviderStatus;
 use capwasm::api::providermodule::World;
 use capwasm::api::{ProviderModule, WasmBootstrapConfig, WasmMachinePool};
-use capwasm::simcloud::{self, SimCloud};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::api::PostParams;
@@ -326,18 +325,9 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
         .await
         .unwrap();
     let apis = Apis::new(&client, &ns);
-    let cloud = SimCloud::new(simcloud::Settings {
-        boot_delay: Duration::from_millis(300),
-        termination_delay: Duration::from_millis(300),
-        nodes: Some(workload.client().unwrap()),
-        ..simcloud::Settings::default()
-    })
-    .start_on_loopback()
-    .await
-    .unwrap();
-    let objects = Objects {
-        cloud_endpoint: cloud.endpoint(),
-    };
+    let (_cloud, objects) = Objects::start_cloud(workload.client().unwrap())
+        .await
+        .unwrap();
     // The memory flags of deploy/deployment.yaml, whose limit is RSS_BOUND.
     let memory = [
         "--max-provider-memory-mib=64",

@@ -4,10 +4,9 @@
 //! only capwasm's provider kinds beside it, with nothing of capwasm's core.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use capwasm::api::{MachinePool, WasmMachinePool};
-use capwasm::simcloud::{self, InstanceState, SimCloud};
+use capwasm::simcloud::{self, InstanceState};
 use capwasm::testing::objects::MachinePoolBuilder;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{
@@ -17,7 +16,8 @@ use kube::api::{
 use kube::{Api, Client};
 use serde_json::json;
 use testenv::flows::{
-    Apis, Objects, condition, create_pool, create_pool_providers, wait_for, wait_for_pool,
+    Apis, Modules, Objects, condition, create_pool, create_pool_providers, scale, wait_for,
+    wait_for_pool,
 };
 use testenv::operator::OperatorProcess;
 use testenv::upstream::{UpstreamBuild, UpstreamManager};
@@ -44,6 +44,7 @@ struct ProviderMode {
     env: TestEnv,
     cloud: simcloud::RunningSimCloud,
     objects: Objects,
+    modules: Modules,
     client: Client,
     ns: String,
     _upstream: UpstreamManager,
@@ -51,6 +52,15 @@ struct ProviderMode {
 }
 
 impl ProviderMode {
+    /// Creates Cluster `name` (v1beta2) served by the modules.
+    async fn cluster(&self, name: &str) {
+        let workload = self.env.workload().unwrap();
+        self.objects
+            .create_cluster(&self.client, workload, &self.ns, name, &self.modules)
+            .await
+            .unwrap();
+    }
+
     async fn start(prefix: &str) -> Self {
         let build = UpstreamBuild::locate().unwrap();
         let mut crds = vec![build.crds.clone()];
@@ -66,18 +76,9 @@ impl ProviderMode {
             .unwrap();
         let client = env.management().client().unwrap();
         let ns = env.management().create_namespace(prefix).await.unwrap();
-        let cloud = SimCloud::new(simcloud::Settings {
-            boot_delay: Duration::from_millis(300),
-            termination_delay: Duration::from_millis(300),
-            nodes: Some(env.workload().unwrap().client().unwrap()),
-            ..simcloud::Settings::default()
-        })
-        .start_on_loopback()
-        .await
-        .unwrap();
-        let objects = Objects {
-            cloud_endpoint: cloud.endpoint(),
-        };
+        let (cloud, objects) = Objects::start_cloud(env.workload().unwrap().client().unwrap())
+            .await
+            .unwrap();
         let operator = OperatorProcess::start(
             env.management(),
             &ns,
@@ -85,10 +86,12 @@ impl ProviderMode {
             &["--controllers=providers"],
         )
         .await;
+        let modules = objects.modules(&client, &ns).await.unwrap();
         Self {
             env,
             cloud,
             objects,
+            modules,
             client,
             ns,
             _upstream: upstream,
@@ -99,30 +102,18 @@ impl ProviderMode {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
-    let ProviderMode {
-        env,
-        cloud,
-        objects,
-        client,
-        ns,
-        _upstream,
-        _operator,
-    } = ProviderMode::start("upstream").await;
-    let workload = env.workload().unwrap();
-    let apis = Apis::new(&client, &ns);
-    let modules = objects.modules(&client, &ns).await.unwrap();
-    objects
-        .create_cluster(&client, workload, &ns, "c1", &modules)
-        .await
-        .unwrap();
+    let mode = ProviderMode::start("upstream").await;
+    let (client, ns, modules) = (&mode.client, &mode.ns, &mode.modules);
+    mode.cluster("c1").await;
+    let apis = Apis::new(client, ns);
     wait_for(&apis.clusters, "c1", "the Cluster is Provisioned", |c| {
         c.and_then(|c| c.status.as_ref())
             .and_then(|s| s.phase.as_deref())
             == Some("Provisioned")
     })
     .await;
-    objects
-        .create_pool(&client, &ns, "pool", "c1", 3, &modules)
+    mode.objects
+        .create_pool(client, ns, "pool", "c1", 3, modules)
         .await
         .unwrap();
     let pool = wait_for_pool(&apis.pools, "pool", "Running", 3).await;
@@ -138,14 +129,7 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
 
     // Scaled as `kubectl scale` does, through the scale subresource.
     for replicas in [5, 1] {
-        apis.pools
-            .patch_scale(
-                "pool",
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "spec": { "replicas": replicas } })),
-            )
-            .await
-            .unwrap();
+        scale(&apis.pools, "pool", replicas).await.unwrap();
         let pool = wait_for_pool(&apis.pools, "pool", "Running", replicas).await;
         assert_eq!(
             pool.spec.provider_id_list.len(),
@@ -154,7 +138,7 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
     }
 
     // Deleting the Cluster leaves nothing: objects, instances, Nodes.
-    let nodes: Api<Node> = Api::all(workload.client().unwrap());
+    let nodes: Api<Node> = Api::all(mode.env.workload().unwrap().client().unwrap());
     let node_names: Vec<String> = nodes
         .list(&ListParams::default())
         .await
@@ -173,7 +157,8 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
     assert!(apis.configs.get_opt("pool").await.unwrap().is_none());
     assert!(apis.infra_pools.get_opt("pool").await.unwrap().is_none());
     assert!(apis.infra_clusters.get_opt("c1").await.unwrap().is_none());
-    let live: Vec<_> = cloud
+    let live: Vec<_> = mode
+        .cloud
         .cloud()
         .instances()
         .into_iter()
@@ -198,10 +183,9 @@ async fn create_v1beta1(client: &Client, ns: &str, kind: &str, object: serde_jso
 async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhook() {
     let mode = ProviderMode::start("v1beta1").await;
     let (client, ns) = (&mode.client, &mode.ns);
-    let workload = mode.env.workload().unwrap();
-    let modules = mode.objects.modules(client, ns).await.unwrap();
+    let (workload, modules) = (mode.env.workload().unwrap(), &mode.modules);
     mode.objects
-        .create_cluster_infrastructure(client, workload, ns, "c1", &modules)
+        .create_cluster_infrastructure(client, workload, ns, "c1", modules)
         .await
         .unwrap();
     // v1beta1 references: apiVersion, kind, name.
@@ -220,7 +204,7 @@ async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhoo
         }),
     )
     .await;
-    create_pool_providers(client, ns, "pool", &mode.objects.providers(&modules))
+    create_pool_providers(client, ns, "pool", &mode.objects.providers(modules))
         .await
         .unwrap();
     // What upstream's defaulting webhook would add is written out: the
@@ -269,12 +253,8 @@ async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhoo
 async fn a_broken_provider_config_is_surfaced_by_upstream_on_the_pool_and_fixed_in_place() {
     let mode = ProviderMode::start("badconfig").await;
     let (client, ns) = (&mode.client, &mode.ns);
-    let modules = mode.objects.modules(client, ns).await.unwrap();
-    mode.objects
-        .create_cluster(client, mode.env.workload().unwrap(), ns, "c1", &modules)
-        .await
-        .unwrap();
-    let mut providers = mode.objects.providers(&modules);
+    mode.cluster("c1").await;
+    let mut providers = mode.objects.providers(&mode.modules);
     providers.infrastructure.1["region"] = json!("Not A Region!");
     let pool = MachinePoolBuilder::new(ns, "pool", "c1")
         .replicas(1)
@@ -319,13 +299,9 @@ async fn a_broken_provider_config_is_surfaced_by_upstream_on_the_pool_and_fixed_
 async fn a_paused_cluster_holds_its_pool_under_upstream_until_unpaused() {
     let mode = ProviderMode::start("paused").await;
     let (client, ns) = (&mode.client, &mode.ns);
-    let modules = mode.objects.modules(client, ns).await.unwrap();
+    mode.cluster("c1").await;
     mode.objects
-        .create_cluster(client, mode.env.workload().unwrap(), ns, "c1", &modules)
-        .await
-        .unwrap();
-    mode.objects
-        .create_pool(client, ns, "pool", "c1", 1, &modules)
+        .create_pool(client, ns, "pool", "c1", 1, &mode.modules)
         .await
         .unwrap();
     let apis = Apis::new(client, ns);
@@ -337,14 +313,7 @@ async fn a_paused_cluster_holds_its_pool_under_upstream_until_unpaused() {
         .await
         .unwrap();
     // capwasm's provider object says it is paused, at its new generation.
-    apis.pools
-        .patch_scale(
-            "pool",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 2 } })),
-        )
-        .await
-        .unwrap();
+    scale(&apis.pools, "pool", 2).await.unwrap();
     wait_for(
         &apis.infra_pools,
         "pool",

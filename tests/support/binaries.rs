@@ -38,21 +38,7 @@ impl Binaries {
     }
 
     fn build() -> Result<Self> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("controlplane/build.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|e| Error::Binaries(format!("cannot run {}: {e}", script.display())))?;
-        if !output.status.success() {
-            return Err(Error::Binaries(format!(
-                "{} failed ({}); its message is above",
-                script.display(),
-                output.status
-            )));
-        }
-        let dir = String::from_utf8_lossy(&output.stdout);
-        Self::in_dir(Path::new(dir.trim()))
+        Self::in_dir(&build_script("controlplane/build.sh")?)
     }
 
     fn checked(kube_apiserver: PathBuf, etcd: PathBuf) -> Result<Self> {
@@ -69,4 +55,25 @@ impl Binaries {
             etcd,
         })
     }
+}
+
+/// Runs `script` (under `tests/`), which builds what it must the first time
+/// and prints the directory holding it; its progress goes to stderr.
+pub(crate) fn build_script(script: &str) -> Result<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let output = Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| Error::Binaries(format!("cannot run {}: {e}", script.display())))?;
+    if !output.status.success() {
+        return Err(Error::Binaries(format!(
+            "{} failed ({}); its message is above",
+            script.display(),
+            output.status
+        )));
+    }
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
 }

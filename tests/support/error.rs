@@ -61,6 +61,9 @@ pub enum Error {
     /// The environment shared by this test binary failed to start earlier.
     #[error("the shared test environment failed to start: {0}")]
     SharedStart(String),
+    /// The simulated cloud did not start.
+    #[error("the simulated cloud did not start: {0}")]
+    Cloud(String),
     /// A CRD did not become established in time.
     #[error("CRD {0} was not established within the deadline")]
     CrdNotEstablished(String),

@@ -10,6 +10,7 @@ use capwasm::api::providermodule::World;
 use capwasm::api::{
     Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
 };
+use capwasm::simcloud::{self, RunningSimCloud, SimCloud};
 use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
 use k8s_openapi::NamespaceResourceScope;
@@ -20,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::{ApiServer, Result, Stack};
+use crate::{ApiServer, Error, Result, Stack};
 
 /// How long a test waits for the operator to get somewhere.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -77,6 +78,40 @@ where
 pub struct Objects {
     /// The cloud's API base URL (`http://127.0.0.1:<port>`).
     pub cloud_endpoint: String,
+}
+
+impl Objects {
+    /// A simulated cloud on loopback that boots and terminates in 300 ms and
+    /// registers its instances' Nodes through `nodes` (a workload
+    /// cluster's client), and the objects it serves.
+    pub async fn start_cloud(nodes: Client) -> Result<(RunningSimCloud, Self)> {
+        let cloud = SimCloud::new(simcloud::Settings {
+            boot_delay: Duration::from_millis(300),
+            termination_delay: Duration::from_millis(300),
+            nodes: Some(nodes),
+            ..simcloud::Settings::default()
+        })
+        .start_on_loopback()
+        .await
+        .map_err(|e| Error::Cloud(capwasm::report::error_chain(&e)))?;
+        let objects = Self {
+            cloud_endpoint: cloud.endpoint(),
+        };
+        Ok((cloud, objects))
+    }
+}
+
+/// Scales MachinePool `name` to `replicas` as `kubectl scale` does, through
+/// the scale subresource.
+pub async fn scale(pools: &Api<MachinePool>, name: &str, replicas: i32) -> Result<()> {
+    pools
+        .patch_scale(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "spec": { "replicas": replicas } })),
+        )
+        .await?;
+    Ok(())
 }
 
 /// The ProviderModules a test's objects use.

@@ -121,15 +121,9 @@ async fn build(
     stop: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(Operator, Stack, simcloud::RunningSimCloud), String> {
     let nodes = Client::try_from(workload).map_err(|e| e.to_string())?;
-    let cloud = SimCloud::new(simcloud::Settings {
-        boot_delay: Duration::from_millis(300),
-        termination_delay: Duration::from_millis(300),
-        nodes: Some(nodes),
-        ..simcloud::Settings::default()
-    })
-    .start_on_loopback()
-    .await
-    .map_err(|e| e.to_string())?;
+    let (cloud, objects) = Objects::start_cloud(nodes)
+        .await
+        .map_err(|e| e.to_string())?;
     let config = Config {
         controllers: Controllers::All,
         settings: Settings {
@@ -147,9 +141,7 @@ async fn build(
         context: operator.context().clone(),
         registry: operator.registry(),
         cloud: cloud.cloud().clone(),
-        objects: Objects {
-            cloud_endpoint: cloud.endpoint(),
-        },
+        objects,
         _stop: stop,
     };
     Ok((operator, stack, cloud))

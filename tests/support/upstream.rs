@@ -3,10 +3,10 @@
 //! user runs it beside capwasm's providers: MachinePool on, topology off, no
 //! leader election, every address on loopback.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::binaries::build_script;
 use crate::certs::Ca;
 use crate::ports::free_port;
 use crate::process::Process;
@@ -28,20 +28,7 @@ impl UpstreamBuild {
     /// The build `tests/upstream-capi/build.sh` made, building it the first
     /// time. An error, never a skip, when it cannot be had.
     pub fn locate() -> Result<Self> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("upstream-capi/build.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|e| Error::Binaries(format!("cannot run {}: {e}", script.display())))?;
-        if !output.status.success() {
-            return Err(Error::Binaries(format!(
-                "{} failed ({}); its message is above",
-                script.display(),
-                output.status
-            )));
-        }
-        let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        let dir = build_script("upstream-capi/build.sh")?;
         let build = Self {
             manager: dir.join("manager"),
             crds: dir.join("crds"),
