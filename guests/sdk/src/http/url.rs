@@ -1,0 +1,123 @@
+//! URLs: split the way `wasi:http` wants them, and their components encoded.
+
+use core::fmt::Write as _;
+
+use super::{HttpError, HttpErrorKind};
+use crate::prelude::*;
+
+/// Percent-encodes `value` for use as one URL path segment or query value
+/// (everything but RFC 3986 unreserved characters).
+pub fn encode_component(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// Where a request goes, split the way `wasi:http` wants it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Target {
+    pub(super) https: bool,
+    pub(super) authority: String,
+    pub(super) path_with_query: String,
+}
+
+impl Target {
+    pub(super) fn parse(url: &str) -> Result<Self, HttpError> {
+        let invalid = |why: &str| {
+            HttpError::new(
+                HttpErrorKind::InvalidRequest,
+                format!("invalid URL {url:?}: {why}"),
+            )
+        };
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("no scheme"))?;
+        let https = match scheme.to_ascii_lowercase().as_str() {
+            "http" => false,
+            "https" => true,
+            _ => return Err(invalid("only http and https are supported")),
+        };
+        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(at) => rest.split_at(at),
+            None => (rest, ""),
+        };
+        if authority.is_empty() {
+            return Err(invalid("no host"));
+        }
+        if authority.contains('@') {
+            return Err(invalid(
+                "user info is not supported; pass credentials in headers",
+            ));
+        }
+        if authority
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+            || path.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(invalid("whitespace or control characters"));
+        }
+        let path_with_query = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("/{path}")
+        };
+        Ok(Self {
+            https,
+            authority: authority.to_owned(),
+            path_with_query,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> Result<Target, HttpErrorKind> {
+        Target::parse(url).map_err(|e| e.kind())
+    }
+
+    #[test]
+    fn target_splits_authority_and_path() {
+        assert_eq!(
+            target("http://127.0.0.1:8080/v1/regions/r/instances?pool=a%2Fb#frag"),
+            Ok(Target {
+                https: false,
+                authority: "127.0.0.1:8080".to_owned(),
+                path_with_query: "/v1/regions/r/instances?pool=a%2Fb".to_owned(),
+            })
+        );
+    }
+
+    #[test]
+    fn target_defaults_path_to_root() {
+        assert_eq!(
+            target("HTTPS://api.example").map(|t| (t.https, t.path_with_query)),
+            Ok((true, "/".to_owned()))
+        );
+        assert_eq!(
+            target("http://h?x=1").map(|t| t.path_with_query),
+            Ok("/?x=1".to_owned())
+        );
+    }
+
+    #[test]
+    fn target_rejects_other_schemes_and_user_info() {
+        assert_eq!(target("ftp://h/"), Err(HttpErrorKind::InvalidRequest));
+        assert_eq!(target("h/"), Err(HttpErrorKind::InvalidRequest));
+        assert_eq!(target("http://u:p@h/"), Err(HttpErrorKind::InvalidRequest));
+        assert_eq!(target("http:///x"), Err(HttpErrorKind::InvalidRequest));
+        assert_eq!(target("http://h/a b"), Err(HttpErrorKind::InvalidRequest));
+    }
+
+    #[test]
+    fn encode_component_escapes_reserved_characters() {
+        assert_eq!(encode_component("ns/pool-1_a.b~"), "ns%2Fpool-1_a.b~");
+        assert_eq!(encode_component("a b&c=é"), "a%20b%26c%3D%C3%A9");
+    }
+}
