@@ -424,32 +424,95 @@ mod timer_sleep {
     pub const COVERS: &str = "hostile_timer_sleep.wasm";
 
     /// Blocked in a host call, not computing: the deadline still ends it,
-    /// and six of them at once on two worker threads hold none of them.
+    /// and six of them at once on two worker threads hold none of them —
+    /// the well-behaved provider is served while all six are waiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ends_at_its_deadline_while_waiting_on_a_timer_and_holds_no_thread() {
         let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
-        let (results, served) = while_serving_others(&runtime, async {
-            let started = Instant::now();
-            let request = requests::generate(r#"{"seconds": 20}"#);
-            let calls = (0..6).map(|_| runtime.generate(HOSTILE, &request));
-            (futures::future::join_all(calls).await, started.elapsed())
-        })
-        .await;
-        let (results, elapsed) = results;
-        for result in results {
+        let served = Arc::new(AtomicU32::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let other = {
+            let (runtime, served, done) = (runtime.clone(), served.clone(), done.clone());
+            tokio::spawn(async move {
+                let request = requests::generate(KUBEADM_JOIN_CONFIG);
+                while !done.load(Ordering::Relaxed) {
+                    runtime.generate(WELL_BEHAVED, &request).await.unwrap();
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let sleepers = {
+            let runtime = runtime.clone();
+            tokio::spawn(async move {
+                let request = requests::generate(r#"{"seconds": 20}"#);
+                let calls = (0..6).map(|_| runtime.generate(HOSTILE, &request));
+                futures::future::join_all(calls).await
+            })
+        };
+        // Sampled while every sleeper waits (they end at the 300 ms deadline).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let early = served.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let later = served.load(Ordering::Relaxed);
+        assert!(!sleepers.is_finished(), "sampled while the sleepers wait");
+        assert!(
+            later > early,
+            "served while six calls wait: {early} then {later}"
+        );
+
+        let started = Instant::now();
+        for result in sleepers.await.unwrap() {
             let err = result.expect_err("the sleeping call fails");
             assert!(
                 matches!(err, CallError::DeadlineExceeded { deadline, .. } if deadline == limits().deadline),
                 "{err}"
             );
         }
-        // Within the deadline plus scheduling slack, not the 20 s asked for.
+        // At the deadline plus scheduling slack, not the 20 s asked for.
         assert!(
-            elapsed < limits().deadline + Duration::from_secs(2),
-            "took {elapsed:?}"
+            started.elapsed() < limits().deadline + Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
         );
-        assert!(served >= 2, "served before and after: {served}");
+        done.store(true, Ordering::Relaxed);
+        other.await.unwrap();
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 6);
+    }
+
+    /// Stopping the runtime abandons the calls waiting in it, and every call
+    /// made afterwards, however short.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stopping_the_runtime_abandons_calls_in_flight_and_later_ones() {
+        let hostile_limits = Limits {
+            deadline: Duration::from_secs(30),
+            ..limits()
+        };
+        let (runtime, _) =
+            runtime_with_limits(COVERS, Capabilities::default(), hostile_limits).await;
+        let sleeper = {
+            let runtime = runtime.clone();
+            tokio::spawn(async move {
+                let request = requests::generate(r#"{"seconds": 60}"#);
+                runtime.generate(HOSTILE, &request).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        runtime.stop();
+        let ended = tokio::time::timeout(Duration::from_secs(5), sleeper)
+            .await
+            .expect("abandoned at once, not at its 30 s deadline")
+            .unwrap();
+        assert!(
+            matches!(ended, Err(CallError::Abandoned { .. })),
+            "{ended:?}"
+        );
+        let later = runtime
+            .generate(WELL_BEHAVED, &requests::generate(KUBEADM_JOIN_CONFIG))
+            .await;
+        assert!(
+            matches!(later, Err(CallError::Abandoned { .. })),
+            "{later:?}"
+        );
     }
 }
 

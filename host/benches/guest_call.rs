@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path, requests};
 use capwasm::wasm::{
-    Capabilities, Limits, PrecompiledCache, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
+    CallError, Capabilities, Limits, PrecompiledCache, ProviderSource, ProviderSpec, Runtime,
+    RuntimeSettings,
 };
 
 const CALLS: usize = 20_000;
@@ -73,23 +74,9 @@ async fn figures() -> anyhow::Result<()> {
         .registry()
         .install(Arc::new(load(&runtime, "kubeadm").await?));
     let request = requests::generate(KUBEADM_JOIN_CONFIG);
-    for _ in 0..WARMUP {
-        runtime.generate("kubeadm", &request).await?;
-    }
-    let mut calls = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        runtime.generate("kubeadm", &request).await?;
-        calls.push(started.elapsed());
-    }
-    calls.sort();
-    let mut noop = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        runtime.info("kubeadm").await?;
-        noop.push(started.elapsed());
-    }
-    noop.sort();
+    timed(WARMUP, || runtime.generate("kubeadm", &request)).await?;
+    let calls = timed(CALLS, || runtime.generate("kubeadm", &request)).await?;
+    let noop = timed(CALLS, || runtime.info("kubeadm")).await?;
 
     // Idle memory: resident growth over many loaded providers, per provider.
     let before = resident_kib()?;
@@ -128,4 +115,19 @@ fn resident_kib() -> anyhow::Result<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm")?;
     let pages: u64 = statm.split_whitespace().nth(1).unwrap_or("0").parse()?;
     Ok(pages * 4)
+}
+
+/// How long each of `n` calls of `call` took, sorted.
+async fn timed<T, F: Future<Output = Result<T, CallError>>>(
+    n: usize,
+    mut call: impl FnMut() -> F,
+) -> Result<Vec<Duration>, CallError> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        call().await?;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    Ok(times)
 }

@@ -131,9 +131,7 @@ pub fn guest_reason(error: &CallError) -> Reason {
         CallError::MemoryLimit { .. } => Reason::GuestMemoryLimit,
         CallError::OutputTooLarge { .. } => Reason::GuestOutputTooLarge,
         CallError::InvalidResult { .. } => Reason::InvalidProviderResult,
-        CallError::Instantiate { .. } | CallError::Join(_) | CallError::Abandoned { .. } => {
-            Reason::GuestUnavailable
-        }
+        CallError::Instantiate { .. } | CallError::Abandoned { .. } => Reason::GuestUnavailable,
         CallError::Provider { error, .. } => match error {
             ProviderError::RetryAfter(_) => Reason::ProviderRetrying,
             ProviderError::Terminal(_) => Reason::ProviderFailed,

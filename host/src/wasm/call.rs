@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
-use wasmtime::component::Instance as ComponentInstance;
+use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
 use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
@@ -37,7 +37,7 @@ pub(crate) struct Host<'a> {
     /// Linear memory of all guests together.
     pub(crate) memory: &'a GuestMemory,
     /// Becomes true when the runtime stops.
-    pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
+    pub(crate) stopping: &'a tokio::sync::watch::Sender<bool>,
     pub(crate) metrics: Option<&'a Metrics>,
 }
 
@@ -123,15 +123,17 @@ async fn bounded<R>(
         let instance = callee.pre.instance.instantiate_async(&mut store).await?;
         wasmtime::Result::Ok(body(&mut store, &instance, callee.pre).await)
     };
-    let mut stopping = host.stopping.clone();
+    let mut stopping = host.stopping.subscribe();
     let outcome = tokio::select! {
-        outcome = tokio::time::timeout(deadline, call) => outcome,
+        // Stopping first: a runtime that has stopped makes no call at all.
+        biased;
         _ = stopping.wait_for(|stop| *stop) => {
             return Err(CallError::Abandoned {
                 provider: callee.name.to_string(),
                 export,
             });
         }
+        outcome = tokio::time::timeout(deadline, call) => outcome,
     };
     let outcome = match outcome {
         Err(_) => {
@@ -269,45 +271,38 @@ fn memory_limit(callee: &Callee<'_>, export: &'static str, bound: MemoryBound) -
 
 // === The exports every world has (used by loading too) ===
 
+/// `info`, its name and version bounded and cleaned as all guest text is.
 pub(crate) async fn info(host: &Host<'_>, callee: &Callee<'_>) -> Result<ProviderInfo, CallError> {
-    run(host, callee, "info", async |store, instance, pre| {
-        let func = match instance.get_typed_func::<(), (ProviderInfo,)>(&mut *store, &pre.info) {
-            Ok(func) => func,
-            Err(error) => return Some(Err(error)),
-        };
-        Some(call0(store, func).await)
-    })
-    .await
+    let mut info: ProviderInfo = nullary(host, callee, "info", |pre| &pre.info).await?;
+    info.name = text::clean(&info.name, text::MAX_INFO_BYTES);
+    info.version = text::clean(&info.version, text::MAX_INFO_BYTES);
+    Ok(info)
 }
 
 pub(crate) async fn config_schema(
     host: &Host<'_>,
     callee: &Callee<'_>,
 ) -> Result<String, CallError> {
-    run(
-        host,
-        callee,
-        "config-schema",
-        async |store, instance, pre| {
-            let func =
-                match instance.get_typed_func::<(), (String,)>(&mut *store, &pre.config_schema) {
-                    Ok(func) => func,
-                    Err(error) => return Some(Err(error)),
-                };
-            Some(call0(store, func).await)
-        },
-    )
-    .await
+    nullary(host, callee, "config-schema", |pre| &pre.config_schema).await
 }
 
-/// Calls a function of no arguments and one result.
-async fn call0<R>(
-    store: &mut Store<CallState>,
-    func: wasmtime::component::TypedFunc<(), (R,)>,
-) -> GuestResult<R>
+/// Calls the export at `index` of no arguments and one result.
+async fn nullary<R>(
+    host: &Host<'_>,
+    callee: &Callee<'_>,
+    export: &'static str,
+    index: fn(&ProviderPre) -> &ComponentExportIndex,
+) -> Result<R, CallError>
 where
     R: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
 {
-    let (value,) = func.call_async(&mut *store, ()).await?;
-    Ok(Ok(value))
+    run(host, callee, export, async |store, instance, pre| {
+        let func = match instance.get_typed_func::<(), (R,)>(&mut *store, index(pre)) {
+            Ok(func) => func,
+            Err(error) => return Some(Err(error)),
+        };
+        let returned = func.call_async(&mut *store, ()).await;
+        Some(returned.map(|(value,)| Ok(value)))
+    })
+    .await
 }

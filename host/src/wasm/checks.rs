@@ -193,7 +193,7 @@ fn printable(text: &str, max: usize) -> Result<(), &'static str> {
     if text.len() > max {
         return Err("longer than its bound");
     }
-    if super::text::clean(text, max) != text {
+    if text.chars().any(super::text::needs_escape) {
         return Err("holds control or invisible characters");
     }
     Ok(())

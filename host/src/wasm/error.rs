@@ -218,9 +218,6 @@ pub enum CallError {
         /// The export called.
         export: &'static str,
     },
-    /// A blocking call task was cancelled or panicked.
-    #[error("the call task did not complete")]
-    Join(#[from] tokio::task::JoinError),
 }
 
 impl CallError {
@@ -233,7 +230,7 @@ impl CallError {
             Self::MemoryLimit { .. } => "memory_limit",
             Self::OutputTooLarge { .. } => "output_too_large",
             Self::InvalidResult { .. } => "invalid_result",
-            Self::Instantiate { .. } | Self::Join(_) => "instantiate",
+            Self::Instantiate { .. } => "instantiate",
             Self::Abandoned { .. } => "abandoned",
             Self::Provider { error, .. } => match error {
                 ProviderError::RetryAfter(_) => "retry_after",

@@ -18,7 +18,7 @@ use super::linkers::Linkers;
 use super::provider::{Callee, LoadedProvider, ProviderPre};
 use super::schema::ConfigSchema;
 use super::world::World;
-use super::{CallError, Error, WIT_PACKAGE, call, text};
+use super::{CallError, Error, WIT_PACKAGE, call};
 
 /// Where a component's bytes come from.
 #[derive(Clone, Debug)]
@@ -112,9 +112,7 @@ pub(crate) async fn load(
         pre: &pre,
     };
     let check = |e| Error::Check(Box::new(e));
-    let mut info = call::info(host, &callee).await.map_err(check)?;
-    info.name = text::clean(&info.name, text::MAX_INFO_BYTES);
-    info.version = text::clean(&info.version, text::MAX_INFO_BYTES);
+    let info = call::info(host, &callee).await.map_err(check)?;
     match call::check_export_types(host, &callee).await {
         Err(CallError::Trapped { trap, .. }) => return Err(link(wasmtime::format_err!("{trap}"))),
         other => other.map_err(check)?,

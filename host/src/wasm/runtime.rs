@@ -107,7 +107,7 @@ impl Runtime {
             slots: &self.inner.slots,
             connections: &self.inner.connections,
             memory: &self.inner.memory,
-            stopping: self.inner.stopping.subscribe(),
+            stopping: &self.inner.stopping,
             metrics: self.inner.metrics.as_ref(),
         }
     }

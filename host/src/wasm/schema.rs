@@ -266,7 +266,8 @@ impl<'a> Expansion<'a> {
         level: usize,
     ) -> Result<(u64, usize), SchemaError> {
         if let Some(measured) = self.measured.get(reference) {
-            if level + measured.1 > bounds::MAX_DEPTH {
+            // As measured the first time: the target one level below.
+            if level + 1 + measured.1 > bounds::MAX_DEPTH {
                 return Err(SchemaError::TooDeep {
                     at: pointer_text(at),
                     limit: bounds::MAX_DEPTH,
@@ -385,7 +386,12 @@ mod tests {
 
     /// `{"not": {"not": … {} … }}`: each `not` one level deeper.
     fn nested_nots(levels: usize) -> Value {
-        (0..levels).fold(json!({}), |inner, _| json!({ "not": inner }))
+        nested_nots_around(levels, json!({}))
+    }
+
+    /// `inner` under `levels` nested `not`s.
+    fn nested_nots_around(levels: usize, inner: Value) -> Value {
+        (0..levels).fold(inner, |inner, _| json!({ "not": inner }))
     }
 
     #[test]
@@ -423,6 +429,31 @@ mod tests {
         assert!(compile(&chain(10)).is_ok());
         assert!(matches!(
             compile(&chain(bounds::MAX_DEPTH)),
+            Err(SchemaError::TooDeep { .. })
+        ));
+    }
+
+    #[test]
+    fn a_reference_measured_once_is_bounded_alike_at_each_use() {
+        // One definition, used shallow and then `deep` levels further down.
+        let schema = |shallow: bool, deep: usize| {
+            let reference = json!({"$ref": "#/$defs/leaf"});
+            let mut uses = vec![nested_nots_around(deep, reference.clone())];
+            if shallow {
+                uses.insert(0, reference);
+            }
+            json!({"$defs": {"leaf": {"type": "string"}}, "anyOf": uses})
+        };
+        // The deepest use alone that still fits...
+        let limit = (0..=bounds::MAX_DEPTH)
+            .find(|&deep| compile(&schema(false, deep + 1)).is_err())
+            .expect("some depth crosses the bound");
+        assert!(compile(&schema(false, limit)).is_ok());
+        // ...fits, and one level more does not, when the target was
+        // measured first at a shallow use.
+        assert!(compile(&schema(true, limit)).is_ok());
+        assert!(matches!(
+            compile(&schema(true, limit + 1)),
             Err(SchemaError::TooDeep { .. })
         ));
     }

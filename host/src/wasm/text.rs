@@ -48,7 +48,7 @@ pub fn clean(text: &str, max: usize) -> String {
 /// controls, DEL), or change how text around them reads: bidirectional
 /// overrides and isolates, zero-width characters, line and paragraph
 /// separators, the byte-order mark.
-fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

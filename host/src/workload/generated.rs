@@ -182,9 +182,12 @@ pub fn client_certificate_expiry(value: &[u8]) -> Option<Timestamp> {
     Timestamp::from_second(cert.validity().not_after.timestamp()).ok()
 }
 
-/// The `value` of a kubeconfig Secret.
+/// The Secret key Cluster API keeps the kubeconfig under.
+pub const KUBECONFIG_KEY: &str = "value";
+
+/// The data of a kubeconfig Secret.
 pub fn secret_data(yaml: String) -> BTreeMap<String, ByteString> {
-    BTreeMap::from([("value".to_owned(), ByteString(yaml.into_bytes()))])
+    BTreeMap::from([(KUBECONFIG_KEY.to_owned(), ByteString(yaml.into_bytes()))])
 }
 
 #[cfg(test)]

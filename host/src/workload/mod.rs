@@ -147,7 +147,7 @@ impl WorkloadClusters {
                 name,
             });
         };
-        let version = SecretVersion::of(&secret);
+        let version = SecretVersion::of(&secret.metadata);
         if let Some(connection) = self.connections().get(cluster)
             && connection.secret == version
         {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -16,8 +17,7 @@ use super::cluster::ClusterKey;
 use super::error::Error;
 use super::generated;
 
-/// The Secret key Cluster API keeps the kubeconfig under.
-pub(super) const KUBECONFIG_KEY: &str = "value";
+pub(super) use generated::KUBECONFIG_KEY;
 
 /// Reads kubeconfig Secrets, and keeps when their client certificates expire.
 pub(super) struct KubeconfigSecrets {
@@ -39,10 +39,10 @@ pub(super) struct SecretVersion {
 }
 
 impl SecretVersion {
-    pub(super) fn of(secret: &Secret) -> Self {
+    pub(super) fn of(metadata: &ObjectMeta) -> Self {
         Self {
-            uid: secret.metadata.uid.clone(),
-            resource_version: secret.metadata.resource_version.clone(),
+            uid: metadata.uid.clone(),
+            resource_version: metadata.resource_version.clone(),
         }
     }
 }
@@ -84,8 +84,10 @@ impl KubeconfigSecrets {
             .as_ref()
             .and_then(|data| data.get(KUBECONFIG_KEY))
             .and_then(|value| generated::client_certificate_expiry(&value.0));
-        self.expiries()
-            .insert(cluster.clone(), (SecretVersion::of(&secret), expiry));
+        self.expiries().insert(
+            cluster.clone(),
+            (SecretVersion::of(&secret.metadata), expiry),
+        );
         Ok(expiry)
     }
 
@@ -95,10 +97,7 @@ impl KubeconfigSecrets {
         let name = cluster.kubeconfig_secret_name();
         self.cache
             .get(&ObjectRef::new(&name).within(&cluster.namespace))
-            .map(|cached| SecretVersion {
-                uid: cached.metadata.uid.clone(),
-                resource_version: cached.metadata.resource_version.clone(),
-            })
+            .map(|cached| SecretVersion::of(&cached.metadata))
     }
 
     /// The cluster's kubeconfig Secret, read from the server.

@@ -267,10 +267,7 @@ fn describe(error: &CallError) -> Option<(String, Verdict)> {
             format!("cannot instantiate: {}", crate::report::error_chain(error)),
             Verdict::Instantiate,
         ),
-        CallError::NotLoaded(_)
-        | CallError::WrongWorld { .. }
-        | CallError::Join(_)
-        | CallError::Abandoned { .. } => {
+        CallError::NotLoaded(_) | CallError::WrongWorld { .. } | CallError::Abandoned { .. } => {
             return None;
         }
     })

@@ -58,20 +58,20 @@ pub(crate) struct EgressPolicy {
     egress: Arc<Egress>,
     /// Requests this call has sent.
     sent: u32,
-    /// Requests of this call open now.
-    in_flight: Arc<Semaphore>,
+    /// Requests of this call open now; made at the first request, since
+    /// most calls send none.
+    in_flight: Option<Arc<Semaphore>>,
     /// The call's deadline: no phase waits longer.
     deadline: Duration,
 }
 
 impl EgressPolicy {
     pub(crate) fn new(provider: Arc<str>, egress: Arc<Egress>, deadline: Duration) -> Self {
-        let per_call = egress.limits.in_flight_per_call as usize;
         Self {
             provider,
             egress,
             sent: 0,
-            in_flight: Arc::new(Semaphore::new(per_call)),
+            in_flight: None,
             deadline,
         }
     }
@@ -82,8 +82,10 @@ impl EgressPolicy {
         if self.sent > self.egress.limits.requests_per_call {
             return Err("requests_per_call");
         }
+        let per_call = self.egress.limits.in_flight_per_call as usize;
         let call = self
             .in_flight
+            .get_or_insert_with(|| Arc::new(Semaphore::new(per_call)))
             .clone()
             .try_acquire_owned()
             .map_err(|_| "in_flight_per_call")?;
