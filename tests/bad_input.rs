@@ -39,19 +39,15 @@ async fn pool_condition(apis: &Apis, pool: &str, type_: &str, reason: &str) -> S
 
 #[tokio::test]
 async fn pool_with_a_missing_infrastructure_object_says_so_and_recovers_when_it_appears() {
+    let scenario = Scenario::with_cluster("dangling", "c1").await;
     let Scenario {
-        env,
         stack,
         client,
         ns,
         apis,
         modules,
-    } = Scenario::new("dangling").await;
-    stack
-        .objects
-        .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
-        .await
-        .unwrap();
+        ..
+    } = scenario;
     let kubeadm: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
     create(
         &client,
@@ -86,19 +82,10 @@ async fn pool_with_a_missing_infrastructure_object_says_so_and_recovers_when_it_
 
 #[tokio::test]
 async fn pool_referencing_a_kind_without_a_crd_reports_an_invalid_reference() {
+    let scenario = Scenario::with_cluster("nocrd", "c1").await;
     let Scenario {
-        env,
-        stack,
-        client,
-        ns,
-        apis,
-        modules,
-    } = Scenario::new("nocrd").await;
-    stack
-        .objects
-        .create_cluster(&client, env.workload().unwrap(), &ns, "c1", &modules)
-        .await
-        .unwrap();
+        client, ns, apis, ..
+    } = scenario;
     let pool = MachinePoolBuilder::new(&ns, "pool", "c1")
         .infrastructure_ref(ContractVersionedObjectReference::new(
             "infrastructure.example.com",

@@ -13,25 +13,17 @@ use testenv::{Stack, TestEnv};
 
 #[tokio::test]
 async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances() {
+    let scenario = Scenario::with_cluster("delete", "c1").await;
+    scenario.pool("pool", "c1", 2).await;
     let Scenario {
         env,
         stack,
         client,
         ns,
         apis,
-        modules,
-    } = Scenario::new("delete").await;
+        ..
+    } = scenario;
     let workload = env.workload().unwrap();
-    stack
-        .objects
-        .create_cluster(&client, workload, &ns, "c1", &modules)
-        .await
-        .unwrap();
-    stack
-        .objects
-        .create_pool(&client, &ns, "pool", "c1", 2, &modules)
-        .await
-        .unwrap();
     let running = wait_for_pool(&apis.pools, "pool", "Running", 2).await;
     let node_names: Vec<String> = running
         .status
@@ -115,25 +107,11 @@ async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances()
 
 #[tokio::test]
 async fn pausing_the_cluster_stops_scaling_until_unpaused() {
+    let scenario = Scenario::with_cluster("pause", "c1").await;
+    scenario.pool("pool", "c1", 1).await;
     let Scenario {
-        env,
-        stack,
-        client,
-        ns,
-        apis,
-        modules,
-    } = Scenario::new("pause").await;
-    let workload = env.workload().unwrap();
-    stack
-        .objects
-        .create_cluster(&client, workload, &ns, "c1", &modules)
-        .await
-        .unwrap();
-    stack
-        .objects
-        .create_pool(&client, &ns, "pool", "c1", 1, &modules)
-        .await
-        .unwrap();
+        stack, ns, apis, ..
+    } = scenario;
     wait_for_pool(&apis.pools, "pool", "Running", 1).await;
 
     let paused = |value: bool| Patch::Merge(json!({ "spec": { "paused": value } }));

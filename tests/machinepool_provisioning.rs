@@ -146,25 +146,16 @@ async fn cluster_and_pool_reach_running_with_three_node_refs() {
 
 #[tokio::test]
 async fn pool_scales_up_to_five_and_down_to_one_removing_nodes() {
+    let scenario = Scenario::with_cluster("scale", "c1").await;
+    scenario.pool("pool", "c1", 3).await;
     let Scenario {
         env,
         stack,
-        client,
         ns,
         apis,
-        modules,
-    } = Scenario::new("scale").await;
+        ..
+    } = scenario;
     let workload = env.workload().unwrap();
-    stack
-        .objects
-        .create_cluster(&client, workload, &ns, "c1", &modules)
-        .await
-        .unwrap();
-    stack
-        .objects
-        .create_pool(&client, &ns, "pool", "c1", 3, &modules)
-        .await
-        .unwrap();
     let three = wait_for_pool(&apis.pools, "pool", "Running", 3).await;
 
     let scale = |replicas: i32| json!({ "spec": { "replicas": replicas } });

@@ -113,25 +113,17 @@ fn digest_of(file: &str) -> String {
 
 #[tokio::test]
 async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves_the_new_code() {
+    let scenario = Scenario::with_cluster("swap", "c1").await;
+    scenario.pool("pool", "c1", 2).await;
     let Scenario {
         env,
         stack,
         client,
-        ns,
         apis,
         modules,
-    } = Scenario::new("swap").await;
+        ..
+    } = scenario;
     let workload = env.workload().unwrap();
-    stack
-        .objects
-        .create_cluster(&client, workload, &ns, "c1", &modules)
-        .await
-        .unwrap();
-    stack
-        .objects
-        .create_pool(&client, &ns, "pool", "c1", 2, &modules)
-        .await
-        .unwrap();
     let before = wait_for_pool(&apis.pools, "pool", "Running", 2)
         .await
         .status
