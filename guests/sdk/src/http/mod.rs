@@ -179,7 +179,12 @@ impl Request {
 
     /// Sends the request and reads the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
-        let target = Target::parse(&self.url)?;
+        let target = Target::parse(&self.url).map_err(|why| {
+            self.failure(
+                HttpErrorKind::InvalidRequest,
+                &format!("invalid URL: {why}"),
+            )
+        })?;
         let (status, headers, body) = transport::send(&self, &target)?;
         Ok(Response::new(status, headers, body, self.method, self.url))
     }

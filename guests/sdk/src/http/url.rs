@@ -2,7 +2,6 @@
 
 use core::fmt::Write as _;
 
-use super::{HttpError, HttpErrorKind};
 use crate::prelude::*;
 
 /// Percent-encodes `value` for use as one URL path segment or query value
@@ -28,18 +27,13 @@ pub(super) struct Target {
 }
 
 impl Target {
-    pub(super) fn parse(url: &str) -> Result<Self, HttpError> {
-        let invalid = |why: &str| {
-            HttpError::new(
-                HttpErrorKind::InvalidRequest,
-                format!("invalid URL {url:?}: {why}"),
-            )
-        };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("no scheme"))?;
+    /// `url` split, or why it cannot be sent.
+    pub(super) fn parse(url: &str) -> Result<Self, &'static str> {
+        let (scheme, rest) = url.split_once("://").ok_or("no scheme")?;
         let https = match scheme.to_ascii_lowercase().as_str() {
             "http" => false,
             "https" => true,
-            _ => return Err(invalid("only http and https are supported")),
+            _ => return Err("only http and https are supported"),
         };
         let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
         let (authority, path) = match rest.find(['/', '?']) {
@@ -47,19 +41,17 @@ impl Target {
             None => (rest, ""),
         };
         if authority.is_empty() {
-            return Err(invalid("no host"));
+            return Err("no host");
         }
         if authority.contains('@') {
-            return Err(invalid(
-                "user info is not supported; pass credentials in headers",
-            ));
+            return Err("user info is not supported; pass credentials in headers");
         }
         if authority
             .chars()
             .any(|c| c.is_whitespace() || c.is_control())
             || path.chars().any(|c| c.is_whitespace() || c.is_control())
         {
-            return Err(invalid("whitespace or control characters"));
+            return Err("whitespace or control characters");
         }
         let path_with_query = if path.starts_with('/') {
             path.to_owned()
@@ -78,8 +70,8 @@ impl Target {
 mod tests {
     use super::*;
 
-    fn target(url: &str) -> Result<Target, HttpErrorKind> {
-        Target::parse(url).map_err(|e| e.kind())
+    fn target(url: &str) -> Result<Target, &'static str> {
+        Target::parse(url)
     }
 
     #[test]
@@ -108,11 +100,17 @@ mod tests {
 
     #[test]
     fn target_rejects_other_schemes_and_user_info() {
-        assert_eq!(target("ftp://h/"), Err(HttpErrorKind::InvalidRequest));
-        assert_eq!(target("h/"), Err(HttpErrorKind::InvalidRequest));
-        assert_eq!(target("http://u:p@h/"), Err(HttpErrorKind::InvalidRequest));
-        assert_eq!(target("http:///x"), Err(HttpErrorKind::InvalidRequest));
-        assert_eq!(target("http://h/a b"), Err(HttpErrorKind::InvalidRequest));
+        assert_eq!(target("ftp://h/"), Err("only http and https are supported"));
+        assert_eq!(target("h/"), Err("no scheme"));
+        assert_eq!(
+            target("http://u:p@h/"),
+            Err("user info is not supported; pass credentials in headers")
+        );
+        assert_eq!(target("http:///x"), Err("no host"));
+        assert_eq!(
+            target("http://h/a b"),
+            Err("whitespace or control characters")
+        );
     }
 
     #[test]
