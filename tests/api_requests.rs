@@ -185,6 +185,7 @@ async fn watched_kinds_are_read_from_the_caches() {
     }
     let expected = [
         ("cluster", CLUSTERS),
+        ("wasmcluster", CLUSTERS),
         ("machinepool", pools),
         ("bootstrap", pools),
         ("wasmmachinepool", pools),

@@ -764,13 +764,7 @@ async fn check_53_56_57_58_cluster_endpoint_provisioning_and_failure_domains() {
             json!({ "initialization": { "provisioned": true }, "failureDomains": domains }),
         )
         .await;
-    let provisioned = wait_for(&world.apis.clusters, "c2", "Provisioned", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|s| s.phase.as_deref())
-            == Some("Provisioned")
-    })
-    .await
-    .unwrap();
+    let provisioned = flows::wait_for_cluster(&world.apis.clusters, "c2", "Provisioned").await;
     assert_eq!(
         provisioned
             .spec

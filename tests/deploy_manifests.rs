@@ -21,7 +21,7 @@ use kube::api::{
 use kube::core::discovery::Scope;
 use kube::{Client, ResourceExt as _, discovery};
 use serde::Deserialize as _;
-use testenv::flows::{Apis, WAIT, wait_for, wait_for_event, wait_for_pool};
+use testenv::flows::{Apis, WAIT, wait_for, wait_for_cluster, wait_for_event, wait_for_pool};
 use testenv::{Stack, TestEnv};
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -636,12 +636,7 @@ async fn provision_and_delete(stack: &Stack, env: &'static TestEnv) {
         .unwrap();
     let pool = wait_for_pool(&apis.pools, "p1", "Running", 3).await;
     assert_eq!(pool.spec.provider_id_list.len(), 3);
-    wait_for(&apis.clusters, "c1", "the Cluster is Provisioned", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|s| s.phase.as_deref())
-            == Some("Provisioned")
-    })
-    .await;
+    wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
     // Events are published as the ServiceAccount too.
     wait_for_event(&admin, &ns, "p1", "PhaseChanged").await;
 

@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use capwasm::api::provider::HasProviderStatus;
 use capwasm::api::providermodule::World;
-use capwasm::api::{ProviderModule, WasmBootstrapConfig, WasmMachinePool};
+use capwasm::api::{HasStatus, ObjectStatus as _, ProviderModule};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::api::PostParams;
@@ -27,7 +26,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use testenv::TestEnv;
 use testenv::flows::{
-    Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_module, wait_for_pool,
+    Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_cluster, wait_for_module,
+    wait_for_pool,
 };
 use testenv::operator::OperatorProcess;
 
@@ -59,34 +59,18 @@ async fn module(client: &Client, name: &str, world: World, file: &str, hosts: &[
 async fn not_ready_for<K>(api: &Api<K>, name: &str, reason: &str) -> String
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + DeserializeOwned + Send + 'static,
-    K: Status,
+    K: HasStatus,
 {
+    let ready = |o: &K| condition(o.status()?.conditions(), "Ready");
     let found = wait_for(api, name, &format!("Ready has reason {reason}"), |o| {
-        o.and_then(Status::ready)
+        o.and_then(ready)
             .is_some_and(|(status, r, _)| status == "False" && r == reason)
     })
     .await
     .unwrap_or_else(|| panic!("{name} disappeared"));
-    let (_, _, message) = found.ready().unwrap();
+    let (_, _, message) = ready(&found).unwrap();
     eprintln!("{name}: {reason}: {message}");
     message
-}
-
-/// The Ready condition of a provider object.
-trait Status {
-    fn ready(&self) -> Option<(String, String, String)>;
-}
-
-impl Status for WasmBootstrapConfig {
-    fn ready(&self) -> Option<(String, String, String)> {
-        condition(&self.status.as_ref()?.common_ref().conditions, "Ready")
-    }
-}
-
-impl Status for WasmMachinePool {
-    fn ready(&self) -> Option<(String, String, String)> {
-        condition(&self.status.as_ref()?.common_ref().conditions, "Ready")
-    }
 }
 
 /// A good pool `name` of Cluster `good`: how long it took to be Running.
@@ -153,7 +137,11 @@ impl HealthProbe {
 
 /// Modules refused at load: name, guest, and what the refusal names.
 const REFUSED: [(&str, &str, &str); 3] = [
-    ("schema-bomb", "hostile_schema_bomb.wasm", "levels"),
+    (
+        "schema-bomb",
+        "hostile_schema_bomb.wasm",
+        "values with its $refs",
+    ),
     ("slow-load", "hostile_slow_load.wasm", "deadline"),
     (
         "bootstrap-http",
@@ -345,12 +333,7 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
             .create_cluster(&client, workload, &ns, cluster, &modules)
             .await
             .unwrap();
-        wait_for(&apis.clusters, cluster, "the Cluster is Provisioned", |c| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Provisioned")
-        })
-        .await;
+        wait_for_cluster(&apis.clusters, cluster, "Provisioned").await;
     }
     let alone = good_pool(&client, &apis, "alone", &good).await;
 

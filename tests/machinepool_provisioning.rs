@@ -8,11 +8,9 @@ use capwasm::api::MachinePool;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
-use serde_json::json;
-use testenv::flows::{Apis, Scenario, wait_for, wait_for_pool};
+use testenv::flows::{Apis, Scenario, scale, wait_for, wait_for_cluster, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 /// Starts counting the writes that change MachinePool `name` (every
@@ -71,17 +69,7 @@ async fn cluster_and_pool_reach_running_with_three_node_refs() {
         .create_cluster(&client, workload, &ns, "c1", &modules)
         .await
         .unwrap();
-    wait_for(
-        &apis.clusters,
-        "c1",
-        "the Cluster is Provisioned with the provider's endpoint",
-        |c| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Provisioned")
-        },
-    )
-    .await;
+    wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
     let writes = count_writes(apis.pools.clone(), "pool");
     stack
         .objects
@@ -158,11 +146,7 @@ async fn pool_scales_up_to_five_and_down_to_one_removing_nodes() {
     let workload = env.workload().unwrap();
     let three = wait_for_pool(&apis.pools, "pool", "Running", 3).await;
 
-    let scale = |replicas: i32| json!({ "spec": { "replicas": replicas } });
-    apis.pools
-        .patch_scale("pool", &PatchParams::default(), &Patch::Merge(scale(5)))
-        .await
-        .unwrap();
+    scale(&apis.pools, "pool", 5).await.unwrap();
     let five = wait_for_pool(&apis.pools, "pool", "Running", 5).await;
     let first_three: Vec<_> = three.status.unwrap().node_refs;
     assert!(
@@ -171,10 +155,7 @@ async fn pool_scales_up_to_five_and_down_to_one_removing_nodes() {
             .all(|r| five.status.as_ref().unwrap().node_refs.contains(r))
     );
 
-    apis.pools
-        .patch_scale("pool", &PatchParams::default(), &Patch::Merge(scale(1)))
-        .await
-        .unwrap();
+    scale(&apis.pools, "pool", 1).await.unwrap();
     let one = wait_for_pool(&apis.pools, "pool", "Running", 1).await;
     let kept = one.status.unwrap().node_refs;
     let nodes: Api<Node> = Api::all(workload.client().unwrap());

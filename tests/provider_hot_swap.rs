@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use testenv::flows::{Scenario, wait_for, wait_for_pool};
+use testenv::flows::{Scenario, scale, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 /// The label sim-infrastructure 0.2.0 puts on the Nodes of instances it creates.
@@ -137,14 +137,7 @@ async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves
     // Scale, and ask for the swap at once: before the new machines can have
     // joined (a machine boots, registers its Node, and the pool's status
     // follows half a second later), so calls for the scale meet the swap.
-    apis.pools
-        .patch_scale(
-            "pool",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 4 } })),
-        )
-        .await
-        .unwrap();
+    scale(&apis.pools, "pool", 4).await.unwrap();
     let path = guest_path("sim_infrastructure_v2.wasm")
         .to_string_lossy()
         .into_owned();
@@ -183,14 +176,7 @@ async fn swapping_the_infrastructure_provider_mid_scale_fails_nothing_and_serves
 
     // The next machine is made by v2: its Node carries v2's label; the
     // Nodes from before the swap were left as they were.
-    apis.pools
-        .patch_scale(
-            "pool",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 5 } })),
-        )
-        .await
-        .unwrap();
+    scale(&apis.pools, "pool", 5).await.unwrap();
     let five = wait_for_pool(&apis.pools, "pool", "Running", 5)
         .await
         .status

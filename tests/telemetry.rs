@@ -130,9 +130,8 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
             }
             other => panic!("an unexpected call {other}"),
         };
-        if object == &expected {
-            exports.push(export);
-        }
+        assert_eq!(object, &expected, "{call:?} under {reconcile:?}");
+        exports.push(export);
     }
     exports.sort();
     exports.dedup();

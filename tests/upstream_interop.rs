@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use testenv::flows::{
     Apis, Modules, Objects, condition, create_pool, create_pool_providers, scale, wait_for,
-    wait_for_pool,
+    wait_for_cluster, wait_for_pool,
 };
 use testenv::operator::OperatorProcess;
 use testenv::upstream::{UpstreamBuild, UpstreamManager};
@@ -106,12 +106,7 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
     let (client, ns, modules) = (&mode.client, &mode.ns, &mode.modules);
     mode.cluster("c1").await;
     let apis = Apis::new(client, ns);
-    wait_for(&apis.clusters, "c1", "the Cluster is Provisioned", |c| {
-        c.and_then(|c| c.status.as_ref())
-            .and_then(|s| s.phase.as_deref())
-            == Some("Provisioned")
-    })
-    .await;
+    wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
     mode.objects
         .create_pool(client, ns, "pool", "c1", 3, modules)
         .await
@@ -312,8 +307,24 @@ async fn a_paused_cluster_holds_its_pool_under_upstream_until_unpaused() {
         .patch("c1", &PatchParams::default(), &Patch::Merge(pause(true)))
         .await
         .unwrap();
-    // capwasm's provider object says it is paused, at its new generation.
+    // Scaled while paused: upstream has seen the new replicas (its Paused
+    // condition is at the pool's new generation) and capwasm's provider
+    // object says it is paused; the cloud got no new instance.
     scale(&apis.pools, "pool", 2).await.unwrap();
+    let generation = apis.pools.get("pool").await.unwrap().metadata.generation;
+    wait_for(
+        &apis.pools,
+        "pool",
+        "upstream's pool is Paused at the scaled generation",
+        |p: Option<&MachinePool>| {
+            p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Paused" && c.status == "True" && c.observed_generation == generation
+                })
+            })
+        },
+    )
+    .await;
     wait_for(
         &apis.infra_pools,
         "pool",

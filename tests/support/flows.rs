@@ -268,6 +268,21 @@ pub async fn create_pool_providers(
     Ok(())
 }
 
+/// Waits until Cluster `name` is in `phase` (`Provisioned`, say).
+///
+/// # Panics
+///
+/// As [`wait_for`], or if the Cluster is deleted meanwhile.
+pub async fn wait_for_cluster(api: &Api<Cluster>, name: &str, phase: &str) -> Cluster {
+    wait_for(api, name, &format!("the Cluster is {phase}"), |c| {
+        c.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some(phase)
+    })
+    .await
+    .unwrap_or_else(|| panic!("Cluster {name} disappeared"))
+}
+
 /// Waits until ProviderModule `name` is in `phase` (`Ready`, `Failed`).
 ///
 /// # Panics

@@ -21,6 +21,7 @@ mod etcd;
 pub mod flows;
 pub mod operator;
 mod ports;
+mod probe;
 mod process;
 mod rundir;
 mod stack;

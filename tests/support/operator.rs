@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncBufReadExt as _;
 use tokio::process::{Child, Command};
 
 use crate::ApiServer;
 use crate::ports::free_port;
+use crate::probe;
 
 /// How long the process gets to become the leader.
 const START: Duration = Duration::from_secs(60);
@@ -123,27 +124,9 @@ impl OperatorProcess {
     ///
     /// If the endpoint does not accept the connection.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        let mut stream = tokio::net::TcpStream::connect(&self.address)
+        probe::get(&self.address, path)
             .await
-            .expect("the metrics endpoint accepts");
-        let request = format!("GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.address);
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .expect("request sent");
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response).await;
-        let code = response
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split("\r\n\r\n")
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        (code, body)
+            .expect("the metrics endpoint accepts")
     }
 
     /// The most memory the process has held resident so far (VmHWM), in bytes.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::binaries::build_script;
 use crate::certs::Ca;
 use crate::ports::free_port;
+use crate::probe;
 use crate::process::Process;
 use crate::{ApiServer, Error, Result};
 
@@ -98,7 +99,7 @@ impl UpstreamManager {
             if let Some(status) = self.process.exited() {
                 return Err(self.process.not_ready(format!("exited: {status}")));
             }
-            if readyz(health).await {
+            if matches!(probe::get(health, "/readyz").await, Some((200, _))) {
                 return Ok(());
             }
             if started.elapsed() > READY {
@@ -109,21 +110,6 @@ impl UpstreamManager {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-}
-
-/// Whether `GET /readyz` on `address` answers 200.
-async fn readyz(address: &str) -> bool {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
-        return false;
-    };
-    let request = format!("GET /readyz HTTP/1.0\r\nHost: {address}\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return false;
-    }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response).await;
-    response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
 }
 
 /// Points every CRD of `server` that serves more than one version at the

@@ -1,7 +1,9 @@
-//! Hostile test guest: a config schema of 40 definitions, each an `anyOf`
-//! of two references to the next. A few hundred bytes of text that a
-//! validator walks 2^40 ways; the host must refuse the module at load,
-//! naming the bound, instead of freezing on the first config it checks.
+//! Hostile test guest: a config schema of 18 definitions, each an `anyOf`
+//! of two references to the next. A few hundred bytes of text, shallow
+//! enough to pass the depth bound, that a validator walks 2^18 ways (more
+//! than a second per config, unbounded); the host must refuse the module
+//! at load by its expanded size, instead of stalling on every config it
+//! checks.
 #![no_std]
 
 extern crate alloc;
@@ -12,7 +14,7 @@ use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, BootstrapFormat, ProviderError};
 
-const LEVELS: u32 = 40;
+const LEVELS: u32 = 18;
 
 struct SchemaBomb;
 
