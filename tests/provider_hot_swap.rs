@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use testenv::flows::{Scenario, scale, wait_for, wait_for_pool};
+use testenv::flows::{Scenario, condition, scale, wait_for, wait_for_module, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
 /// The label sim-infrastructure 0.2.0 puts on the Nodes of instances it creates.
@@ -271,4 +271,57 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
     assert!(failed.message.unwrap().contains("stays in service"));
     let in_service = stack.context.runtime.registry().get(&name).unwrap();
     assert_eq!(in_service.digest, v2);
+}
+
+#[tokio::test]
+async fn a_module_paused_and_unpaused_says_so_and_stays_in_service() {
+    let env = TestEnv::shared().await.unwrap();
+    Stack::shared().await.unwrap();
+    let api: Api<ProviderModule> = Api::all(env.management().client().unwrap());
+    let name = format!(
+        "{}-paused",
+        env.management().create_namespace("pause").await.unwrap()
+    );
+    let module = ProviderModuleBuilder::file(
+        &name,
+        World::Bootstrap,
+        &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
+    )
+    .build();
+    api.create(&PostParams::default(), &module).await.unwrap();
+    wait_for_module(&api, &name, "Ready").await;
+
+    let paused_is = |value: &'static str| {
+        move |m: Option<&ProviderModule>| {
+            m.and_then(|m| m.status.as_ref())
+                .and_then(|s| condition(&s.conditions, "Paused"))
+                .is_some_and(|(status, _, _)| status == value)
+        }
+    };
+    let annotate = |value: serde_json::Value| json!({ "metadata": { "annotations": { capwasm::api::annotations::PAUSED: value } } });
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(annotate(json!(""))),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, &name, "Paused is True", paused_is("True")).await;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(annotate(json!(null))),
+    )
+    .await
+    .unwrap();
+    // The load phase's status keeps what the frame says of pausing.
+    let resumed = wait_for(&api, &name, "Paused is False again", paused_is("False"))
+        .await
+        .unwrap();
+    let status = resumed.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Ready"));
+    assert_eq!(
+        condition(&status.conditions, "Ready").map(|(s, _, _)| s),
+        Some("True".to_owned())
+    );
 }

@@ -7,15 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Resource as _, ResourceExt as _};
 
 use super::CONTROLLER;
-use crate::api::conditions::{self, Desired};
-use crate::api::providermodule::{
-    FIELD_MANAGER, ModuleSource, ProviderModuleSpec, ProviderModuleStatus,
-};
+use crate::api::conditions::Desired;
+use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec};
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -70,8 +66,7 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
     let bytes = match fetch(ctx, &spec.source).await {
         Ok(bytes) => bytes,
         Err(message) => {
-            scope.status =
-                failed_status(&module, in_service.as_deref(), Reason::FetchFailed, message);
+            failed(scope, in_service.as_deref(), Reason::FetchFailed, message);
             return Ok(Outcome::RequeueAfter(FETCH_RETRY));
         }
     };
@@ -89,7 +84,7 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
             .status
             .as_ref()
             .and_then(|s| s.previous_digest.clone());
-        scope.status = ready_status(&module, current, previous);
+        ready(scope, current, previous);
         return Ok(Outcome::Continue);
     }
     let loaded = ctx
@@ -102,7 +97,7 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
             capabilities,
         })
         .await;
-    scope.status = install(ctx, &module, in_service.as_deref(), loaded).await;
+    install(ctx, scope, in_service.as_deref(), loaded).await;
     Ok(Outcome::Continue)
 }
 
@@ -110,15 +105,16 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
 /// and says so; a failed load leaves the version in service alone.
 async fn install(
     ctx: &Context,
-    module: &ProviderModule,
+    scope: &mut Scope<ProviderModule>,
     in_service: Option<&LoadedProvider>,
     loaded: Result<LoadedProvider, wasm::Error>,
-) -> ProviderModuleStatus {
+) {
+    let module = scope.object.clone();
     let name = module.name_any();
     let spec = &module.spec;
     match loaded {
-        Ok(loaded) if spec.world != loaded.world => failed_status(
-            module,
+        Ok(loaded) if spec.world != loaded.world => failed(
+            scope,
             in_service,
             Reason::ProviderWorldMismatch,
             format!(
@@ -158,7 +154,7 @@ async fn install(
                 )
                 .await;
             }
-            ready_status(module, &loaded, previous_digest)
+            ready(scope, &loaded, previous_digest);
         }
         Err(error) => {
             let reason = match &error {
@@ -168,12 +164,12 @@ async fn install(
                 wasm::Error::Read { .. } => Reason::FetchFailed,
                 _ => Reason::ModuleInvalid,
             };
-            failed_status(
-                module,
+            failed(
+                scope,
                 in_service,
                 reason,
                 crate::report::error_chain(&error),
-            )
+            );
         }
     }
 }
@@ -269,76 +265,52 @@ fn same_digest(pinned: &str, digest: &str) -> bool {
     strip(pinned) == strip(digest)
 }
 
-fn now() -> Time {
-    Time(Timestamp::now())
-}
-
-fn ready_status(
-    module: &ProviderModule,
+/// The module's status for `loaded` in service.
+fn ready(
+    scope: &mut Scope<ProviderModule>,
     loaded: &LoadedProvider,
     previous_digest: Option<String>,
-) -> ProviderModuleStatus {
-    let old = module.status.clone().unwrap_or_default();
-    let same_code = old.active_digest.as_deref() == Some(loaded.digest.as_str());
-    let mut status = ProviderModuleStatus {
-        phase: Some("Ready".into()),
-        message: Some(format!(
-            "serving {} {} ({})",
-            loaded.info.name, loaded.info.version, loaded.digest
-        )),
-        active_digest: Some(loaded.digest.clone()),
-        previous_digest,
-        provider_name: Some(loaded.info.name.clone()),
-        version: Some(loaded.info.version.clone()),
-        // Figures of the load that put this code in service; a reconcile
-        // that finds it in service already keeps them.
-        load_time_millis: if same_code {
-            old.load_time_millis
-        } else {
-            Some(loaded.load_time.as_millis() as u64)
-        },
-        from_cache: if same_code {
-            old.from_cache
-        } else {
-            Some(loaded.from_cache)
-        },
-        loaded_at: if same_code {
-            old.loaded_at
-        } else {
-            Some(now())
-        },
-        conditions: old.conditions,
-        observed_generation: module.metadata.generation,
-    };
-    let message = status.message.clone().unwrap_or_default();
-    conditions::set(
-        &mut status.conditions,
-        Desired::holds(ConditionType::Ready, Reason::Loaded, message),
-        module.metadata.generation,
-        &now(),
+) {
+    let message = format!(
+        "serving {} {} ({})",
+        loaded.info.name, loaded.info.version, loaded.digest
     );
-    status
+    let now = scope.now.clone();
+    let status = &mut scope.status;
+    // Figures of the load that put this code in service; a reconcile that
+    // finds it in service already keeps them.
+    if status.active_digest.as_deref() != Some(loaded.digest.as_str()) {
+        status.load_time_millis = Some(loaded.load_time.as_millis() as u64);
+        status.from_cache = Some(loaded.from_cache);
+        status.loaded_at = Some(now);
+    }
+    status.phase = Some("Ready".into());
+    status.message = Some(message.clone());
+    status.active_digest = Some(loaded.digest.clone());
+    status.previous_digest = previous_digest;
+    status.provider_name = Some(loaded.info.name.clone());
+    status.version = Some(loaded.info.version.clone());
+    scope.set(Desired::holds(
+        ConditionType::Ready,
+        Reason::Loaded,
+        message,
+    ));
 }
 
-fn failed_status(
-    module: &ProviderModule,
+/// The module's status when loading failed: the version in service, if
+/// any, stays.
+fn failed(
+    scope: &mut Scope<ProviderModule>,
     in_service: Option<&LoadedProvider>,
     reason: Reason,
     message: String,
-) -> ProviderModuleStatus {
-    let mut status = module.status.clone().unwrap_or_default();
+) {
     let message = match in_service {
         Some(current) => format!("{message}; {} stays in service", current.digest),
         None => message,
     };
-    status.phase = Some("Failed".into());
-    status.message = Some(message.clone());
-    status.active_digest = in_service.map(|p| p.digest.clone());
-    conditions::set(
-        &mut status.conditions,
-        Desired::fails(ConditionType::Ready, reason, message),
-        module.metadata.generation,
-        &now(),
-    );
-    status
+    scope.status.phase = Some("Failed".into());
+    scope.status.message = Some(message.clone());
+    scope.status.active_digest = in_service.map(|p| p.digest.clone());
+    scope.set(Desired::fails(ConditionType::Ready, reason, message));
 }
