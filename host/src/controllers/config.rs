@@ -81,8 +81,13 @@ impl ConfigSchemas {
         }
     }
 
-    /// Checks `config` (absent: `{}`) against `provider`'s schema.
-    pub async fn check(&self, provider: &LoadedProvider, config: Option<&Value>) -> Verdict {
+    /// Checks `config` (absent: `{}`) against `provider`'s schema, and
+    /// returns it as the JSON text a call hands the provider.
+    pub async fn check(
+        &self,
+        provider: &LoadedProvider,
+        config: Option<&Value>,
+    ) -> Result<String, ConfigError> {
         let schema = &provider.config_schema;
         self.check_against(provider.name(), &provider.digest, schema, config)
             .await
@@ -95,7 +100,7 @@ impl ConfigSchemas {
         digest: &str,
         schema: &ConfigSchema,
         config: Option<&Value>,
-    ) -> Verdict {
+    ) -> Result<String, ConfigError> {
         let empty = Value::Object(serde_json::Map::new());
         let config = config.unwrap_or(&empty);
         let text = config.to_string();
@@ -113,19 +118,21 @@ impl ConfigSchemas {
             .into();
         let mut verdict = self.verdict(key, schema, config);
         let name = name.to_owned();
-        match tokio::time::timeout(self.budget, verdict.wait_for(Option::is_some)).await {
-            Ok(Ok(done)) => done
-                .clone()
-                .unwrap_or(Err(ConfigError::Failed { provider: name })),
-            Ok(Err(_)) => {
-                self.forget(&key);
-                Err(ConfigError::Failed { provider: name })
-            }
-            Err(_) => Err(ConfigError::TimedOut {
-                provider: name,
-                budget: self.budget,
-            }),
-        }
+        let verdict =
+            match tokio::time::timeout(self.budget, verdict.wait_for(Option::is_some)).await {
+                Ok(Ok(done)) => done
+                    .clone()
+                    .unwrap_or(Err(ConfigError::Failed { provider: name })),
+                Ok(Err(_)) => {
+                    self.forget(&key);
+                    Err(ConfigError::Failed { provider: name })
+                }
+                Err(_) => Err(ConfigError::TimedOut {
+                    provider: name,
+                    budget: self.budget,
+                }),
+            };
+        verdict.map(|()| text)
     }
 
     /// The verdict on `key`, started now if no check has started it.
@@ -195,7 +202,7 @@ mod tests {
         let at_bound = json!({"a": "x".repeat(MAX_CONFIG_BYTES - 8)});
         assert_eq!(at_bound.to_string().len(), MAX_CONFIG_BYTES);
         let check = checks.check_against("p", "sha256:1", &strict, Some(&at_bound));
-        assert_eq!(check.await, Ok(()));
+        assert_eq!(check.await, Ok(at_bound.to_string()));
         let over = json!({"a": "x".repeat(MAX_CONFIG_BYTES - 7)});
         let check = checks.check_against("p", "sha256:1", &strict, Some(&over));
         assert_eq!(
@@ -264,7 +271,7 @@ mod tests {
         let later = patient
             .check_against("wide", "sha256:2", &wide, Some(&config))
             .await;
-        assert_eq!(later, Ok(()));
+        assert_eq!(later, Ok(config.to_string()));
         assert_eq!(patient.kept(), 1);
     }
 }

@@ -152,21 +152,24 @@ where
     Ok(Outcome::Continue)
 }
 
-/// The wait, if `config` is not (or not yet) accepted by `provider`'s schema.
+/// `config` as the text a call hands `provider`, or the wait while its
+/// schema does not (or not yet) accept it.
 async fn check_config(
     ctx: &Context,
     provider: &LoadedProvider,
     config: Option<&Value>,
-) -> Option<Outcome> {
-    match ctx.schemas.check(provider, config).await {
-        Ok(()) => None,
-        Err(late @ ConfigError::TimedOut { .. }) => Some(Outcome::Wait(Wait::after(
-            Reason::ConfigCheckTimedOut,
-            late.to_string(),
-            CONFIG_CHECK_RETRY,
-        ))),
-        Err(invalid) => Some(wait(Reason::InvalidConfig, invalid.to_string())),
-    }
+) -> Result<String, Outcome> {
+    ctx.schemas
+        .check(provider, config)
+        .await
+        .map_err(|error| match error {
+            late @ ConfigError::TimedOut { .. } => Outcome::Wait(Wait::after(
+                Reason::ConfigCheckTimedOut,
+                late.to_string(),
+                CONFIG_CHECK_RETRY,
+            )),
+            invalid => wait(Reason::InvalidConfig, invalid.to_string()),
+        })
 }
 
 /// The prepare phase: the object's ProviderModule must exist, implement
@@ -210,11 +213,10 @@ where
             format!("ProviderModule {name:?} has no version in service: {why}"),
         ));
     };
-    let config = scope.object.config();
-    if let Some(refused) = check_config(ctx, &provider, config).await {
-        return Ok(refused);
-    }
-    let config = config.map_or_else(|| "{}".to_owned(), Value::to_string);
+    let config = match check_config(ctx, &provider, scope.object.config()).await {
+        Ok(text) => text,
+        Err(refused) => return Ok(refused),
+    };
     let credentials = match module
         .spec
         .capabilities

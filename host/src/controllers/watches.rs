@@ -7,7 +7,17 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt as _};
 
 use super::cache::{Index, cluster_key};
-use crate::api::{Cluster, ProviderModule};
+use crate::api::{Cluster, ContractVersionedObjectReference, ProviderModule};
+
+/// The object `reference` names, if it is of `(group, kind)`.
+pub fn referenced<K: Resource<DynamicType = ()>>(
+    reference: &ContractVersionedObjectReference,
+    (group, kind): (&str, &str),
+    namespace: Option<&str>,
+) -> Option<ObjectRef<K>> {
+    (reference.kind == kind && reference.api_group == group)
+        .then(|| ObjectRef::new(&reference.name).within(namespace.unwrap_or_default()))
+}
 
 /// A Cluster → the objects `index` (keyed by [`cluster_key`]) files under it.
 pub fn by_cluster<K>(

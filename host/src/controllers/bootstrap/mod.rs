@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use kube::runtime::Controller;
-use kube::runtime::reflector::ObjectRef;
 
 use super::context::Context;
 use super::reconciler::{error_policy, reconcile};
@@ -34,12 +33,11 @@ pub fn run(
         // Its data Secret, by owner reference.
         .owns_shared_stream(caches.secrets.subscribe())
         .watches_shared_stream(caches.pools.subscribe(), |pool| {
-            let reference = pool.spec.template.spec.bootstrap.config_ref.clone()?;
-            (reference.kind == "WasmBootstrapConfig" && reference.api_group == BOOTSTRAP_GROUP)
-                .then(|| {
-                    ObjectRef::new(&reference.name)
-                        .within(pool.metadata.namespace.as_deref().unwrap_or_default())
-                })
+            watches::referenced(
+                pool.spec.template.spec.bootstrap.config_ref.as_ref()?,
+                (BOOTSTRAP_GROUP, "WasmBootstrapConfig"),
+                pool.metadata.namespace.as_deref(),
+            )
         })
         .watches_shared_stream(
             caches.clusters.subscribe(),

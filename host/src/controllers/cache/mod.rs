@@ -256,10 +256,17 @@ pub fn cluster_key<K: Resource>(object: &K, cluster: &str) -> String {
 /// `<namespace>/<group>/<kind>/<name>`: how the indexes by reference key the
 /// objects that reference another.
 pub fn reference_key(namespace: &str, reference: &ContractVersionedObjectReference) -> String {
-    format!(
-        "{namespace}/{}/{}/{}",
-        reference.api_group, reference.kind, reference.name
+    object_key(
+        namespace,
+        &reference.api_group,
+        &reference.kind,
+        &reference.name,
     )
+}
+
+/// The same key for the object itself, as a watch sees it.
+pub fn object_key(namespace: &str, group: &str, kind: &str, name: &str) -> String {
+    format!("{namespace}/{group}/{kind}/{name}")
 }
 
 fn by_cluster_label<K: Resource>(object: &K) -> Vec<String> {

@@ -55,8 +55,7 @@ impl Mirror {
         holds: bool,
         reference: &ContractVersionedObjectReference,
     ) -> Desired {
-        let message = ready_condition(object)
-            .map(|c| c.message)
+        let message = ready_message(object)
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| {
                 if holds {
@@ -74,35 +73,20 @@ impl Mirror {
     }
 }
 
-/// The object's `Ready` condition (v1beta1 and v1beta2 conditions share the fields read here).
-pub fn ready_condition(object: &DynamicObject) -> Option<MirroredCondition> {
+/// The message of the object's `Ready` condition (v1beta1 and v1beta2
+/// conditions share the field).
+fn ready_message(object: &DynamicObject) -> Option<String> {
     let conditions = status_field(object, &["conditions"])?.as_array()?;
     let ready = conditions
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))?;
-    let text = |key| {
+    Some(
         ready
-            .get(key)
+            .get("message")
             .and_then(Value::as_str)
             .unwrap_or_default()
-            .to_owned()
-    };
-    Some(MirroredCondition {
-        status: text("status"),
-        reason: text("reason"),
-        message: text("message"),
-    })
-}
-
-/// A referenced object's `Ready` condition, as mirrored into ours.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MirroredCondition {
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Its reason.
-    pub reason: String,
-    /// Its message.
-    pub message: String,
+            .to_owned(),
+    )
 }
 
 /// The failure the object reports (`status.failureReason` / `failureMessage`), if any.

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::api::{CLUSTER_API_GROUP, Cluster, MachinePool};
-use crate::controllers::cache::{Cache, Caches, Index};
+use crate::controllers::cache::{Cache, Caches, Index, object_key};
 use crate::controllers::metrics::Metrics;
 
 /// The objects that reference others, to map a changed object back to them.
@@ -147,11 +147,7 @@ impl Drop for Kinds {
 impl Referrers {
     /// Sends the MachinePools and Clusters owning or referencing `object`.
     fn send(&self, object: &DynamicObject, senders: &Senders) {
-        let namespace = object.namespace().unwrap_or_default();
-        let key = object.types.as_ref().map(|types| {
-            let group = types.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-            format!("{namespace}/{group}/{}/{}", types.kind, object.name_any())
-        });
+        let key = key_of(object);
         for pool in owners_and_referrers(object, key.as_deref(), &self.pools) {
             let _ = senders.pools.send(pool);
         }
@@ -190,6 +186,15 @@ where
     found.sort_by(|a, b| a.name.cmp(&b.name));
     found.dedup();
     found
+}
+
+/// The key the indexes by reference file `object`'s referrers under.
+fn key_of(object: &DynamicObject) -> Option<String> {
+    let namespace = object.namespace().unwrap_or_default();
+    object.types.as_ref().map(|types| {
+        let group = types.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        object_key(&namespace, group, &types.kind, &object.name_any())
+    })
 }
 
 fn stream<T: Send + 'static>(
@@ -232,8 +237,10 @@ mod tests {
         index.apply(&event);
         writer.apply_watcher_event(&event);
 
-        let key = "ns/infrastructure.cluster.x-k8s.io/WasmMachinePool/p";
-        let pools = owners_and_referrers(&object, Some(key), &(store, index));
+        // The key the changed object is looked up by is the one the index
+        // filed the referring pool under.
+        let key = key_of(&object);
+        let pools = owners_and_referrers(&object, key.as_deref(), &(store, index));
         let names: Vec<_> = pools.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "p"]);
         assert!(pools.iter().all(|o| o.namespace.as_deref() == Some("ns")));

@@ -22,6 +22,7 @@ use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
+use crate::wasm::LoadedProvider;
 use crate::wasm::checks::Violation;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
@@ -99,7 +100,7 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
 
     let instances = guest_io::from_instances(&state.instances);
     let provider_ids = guest_io::provider_id_list(&instances);
-    check_provider_ids(scope, ctx, &provider_ids).await?;
+    check_provider_ids(ctx, &pool, &machine_pool, &prepared.provider, &provider_ids).await?;
     // The list goes first: a MachinePool that sees the pool ready copies it.
     if provider_ids != pool.spec.provider_id_list {
         let spec = json!({ "spec": { "providerIDList": provider_ids } });
@@ -141,23 +142,20 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
 /// one must be the provider's own (its `owns` says so), so that a pool never
 /// claims another provider's or another pool's Nodes.
 async fn check_provider_ids(
-    scope: &Scope<WasmMachinePool>,
     ctx: &Context,
+    pool: &WasmMachinePool,
+    machine_pool: &MachinePool,
+    provider: &LoadedProvider,
     provider_ids: &[String],
 ) -> Result<(), Error> {
-    let (Some(machine_pool), Some(prepared)) =
-        (scope.found.pool.as_ref(), scope.found.prepared.as_ref())
-    else {
-        return Ok(());
-    };
     let refuse = |rule, id: &String| {
         let violation = Violation {
             rule,
             field: format!("providerID {id:?}"),
         };
-        Error::Guest(ctx.runtime.refused(&prepared.provider, EXPORT, violation))
+        Error::Guest(ctx.runtime.refused(provider, EXPORT, violation))
     };
-    let cluster = cluster_key(&**machine_pool, &machine_pool.spec.cluster_name);
+    let cluster = cluster_key(machine_pool, &machine_pool.spec.cluster_name);
     let others = ctx
         .caches
         .pools_by_cluster
@@ -173,11 +171,11 @@ async fn check_provider_ids(
             return Err(refuse("a providerID another pool of the Cluster lists", id));
         }
     }
-    let known = &scope.object.spec.provider_id_list;
+    let known = &pool.spec.provider_id_list;
     for id in provider_ids.iter().filter(|id| !known.contains(id)) {
         let owned = ctx
             .runtime
-            .owns(&scope.object.spec.provider, id)
+            .owns(&pool.spec.provider, id)
             .await
             .map_err(Error::Guest)?;
         if !owned {

@@ -10,13 +10,12 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use kube::runtime::Controller;
-use kube::runtime::reflector::ObjectRef;
 
 use super::context::Context;
 use super::reconciler::{error_policy, reconcile};
 use super::watches;
 use crate::api::provider::INFRASTRUCTURE_GROUP;
-use crate::api::{ContractVersionedObjectReference, WasmCluster, WasmMachinePool};
+use crate::api::{WasmCluster, WasmMachinePool};
 
 /// The WasmMachinePool controller's name in metrics and logs.
 pub const CONTROLLER: &str = "wasmmachinepool";
@@ -33,9 +32,9 @@ pub fn run_machine_pools(
     Controller::for_shared_stream(caches.infra_pools.subscribe(), store.clone())
         .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
         .watches_shared_stream(caches.pools.subscribe(), |pool| {
-            referenced(
+            watches::referenced(
                 &pool.spec.template.spec.infrastructure_ref,
-                "WasmMachinePool",
+                (INFRASTRUCTURE_GROUP, "WasmMachinePool"),
                 pool.metadata.namespace.as_deref(),
             )
         })
@@ -66,9 +65,9 @@ pub fn run_clusters(
     Controller::for_shared_stream(caches.infra_clusters.subscribe(), store.clone())
         .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
         .watches_shared_stream(caches.clusters.subscribe(), |cluster| {
-            referenced(
+            watches::referenced(
                 cluster.spec.infrastructure_ref.as_ref()?,
-                "WasmCluster",
+                (INFRASTRUCTURE_GROUP, "WasmCluster"),
                 cluster.metadata.namespace.as_deref(),
             )
         })
@@ -79,14 +78,4 @@ pub fn run_clusters(
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<WasmCluster>, error_policy::<WasmCluster>, ctx)
         .for_each(|_| futures::future::ready(()))
-}
-
-/// The object `reference` names, if it is a `kind` of the infrastructure group.
-fn referenced<K: kube::Resource<DynamicType = ()>>(
-    reference: &ContractVersionedObjectReference,
-    kind: &str,
-    namespace: Option<&str>,
-) -> Option<ObjectRef<K>> {
-    (reference.kind == kind && reference.api_group == INFRASTRUCTURE_GROUP)
-        .then(|| ObjectRef::new(&reference.name).within(namespace.unwrap_or_default()))
 }

@@ -17,13 +17,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt as _};
-use kube::ResourceExt as _;
+
 use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::cache::{Index, cluster_key};
+use super::cache::Index;
 use super::context::Context;
 use super::reconciler::{error_policy, reconcile};
+use super::watches;
 use crate::api::MachinePool;
 use crate::workload::NodeEvent;
 
@@ -43,9 +44,8 @@ pub fn run(
 ) -> impl Future<Output = ()> {
     let caches = &ctx.caches;
     let store = caches.pools.store().clone();
-    let by_cluster = (store.clone(), caches.pools_by_cluster.clone());
-    let of_node = by_cluster.clone();
-    Controller::for_shared_stream(caches.pools.subscribe(), store)
+    let of_node = (store.clone(), caches.pools_by_cluster.clone());
+    Controller::for_shared_stream(caches.pools.subscribe(), store.clone())
         .with_config(
             kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce),
         )
@@ -53,14 +53,10 @@ pub fn run(
         .reconcile_on(
             nodes.filter_map(move |event| futures::future::ready(pool_of_node(&of_node, &event))),
         )
-        .watches_shared_stream(caches.clusters.subscribe(), move |cluster| {
-            let (store, index) = &by_cluster;
-            index
-                .get(store, &cluster_key(&*cluster, &cluster.name_any()))
-                .iter()
-                .map(|p| ObjectRef::from_obj(&**p))
-                .collect::<Vec<_>>()
-        })
+        .watches_shared_stream(
+            caches.clusters.subscribe(),
+            watches::by_cluster(store.clone(), caches.pools_by_cluster.clone()),
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<MachinePool>, error_policy::<MachinePool>, ctx)
         .for_each(|_| futures::future::ready(()))
