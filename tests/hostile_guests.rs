@@ -137,43 +137,70 @@ async fn load(
         .await
 }
 
-/// Runs `hostile` while another task keeps calling the well-behaved
-/// provider: the other task has been served before `hostile` starts, and
-/// must be served again after it ended. Every one of its calls must succeed.
-/// Returns `hostile`'s result and the well-behaved calls made.
-async fn while_serving_others<R>(runtime: &Runtime, hostile: impl Future<Output = R>) -> (R, u32) {
-    let served = Arc::new(AtomicU32::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let other = {
-        let (runtime, served, done) = (runtime.clone(), served.clone(), done.clone());
-        tokio::spawn(async move {
-            let request = requests::generate(KUBEADM_JOIN_CONFIG);
-            while !done.load(Ordering::Relaxed) {
-                runtime
-                    .generate(WELL_BEHAVED, &request)
-                    .await
-                    .expect("the well-behaved provider is served");
-                served.fetch_add(1, Ordering::Relaxed);
-            }
-        })
-    };
-    let served_at_least = async |n: u32| {
+/// A task that keeps calling the well-behaved provider, every call of
+/// which must succeed, counting them.
+struct Serving {
+    served: Arc<AtomicU32>,
+    done: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Serving {
+    fn start(runtime: &Runtime) -> Self {
+        let served = Arc::new(AtomicU32::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (runtime, served, done) = (runtime.clone(), served.clone(), done.clone());
+            tokio::spawn(async move {
+                let request = requests::generate(KUBEADM_JOIN_CONFIG);
+                while !done.load(Ordering::Relaxed) {
+                    runtime
+                        .generate(WELL_BEHAVED, &request)
+                        .await
+                        .expect("the well-behaved provider is served");
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        Self { served, done, task }
+    }
+
+    /// The calls served so far.
+    fn count(&self) -> u32 {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `n` calls were served (at most 30 s).
+    async fn at_least(&self, n: u32) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while served.load(Ordering::Relaxed) < n {
-            assert!(!other.is_finished(), "the serving task died");
+        while self.count() < n {
+            assert!(!self.task.is_finished(), "the serving task died");
             assert!(
                 Instant::now() < deadline,
                 "no well-behaved call within 30 s"
             );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-    };
-    served_at_least(1).await;
+    }
+
+    /// Stops the task: the calls it made.
+    async fn stop(self) -> u32 {
+        self.done.store(true, Ordering::Relaxed);
+        self.task.await.expect("the serving task did not panic");
+        self.served.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs `hostile` while another task keeps calling the well-behaved
+/// provider: the other task has been served before `hostile` starts, and
+/// must be served again after it ended. Every one of its calls must succeed.
+/// Returns `hostile`'s result and the well-behaved calls made.
+async fn while_serving_others<R>(runtime: &Runtime, hostile: impl Future<Output = R>) -> (R, u32) {
+    let serving = Serving::start(runtime);
+    serving.at_least(1).await;
     let result = hostile.await;
-    served_at_least(served.load(Ordering::Relaxed) + 1).await;
-    done.store(true, Ordering::Relaxed);
-    other.await.expect("the serving task did not panic");
-    (result, served.load(Ordering::Relaxed))
+    serving.at_least(serving.count() + 1).await;
+    (result, serving.stop().await)
 }
 
 async fn generate_hostile(runtime: &Runtime, config: &str) -> (CallError, Duration, u32) {
@@ -429,18 +456,7 @@ mod timer_sleep {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ends_at_its_deadline_while_waiting_on_a_timer_and_holds_no_thread() {
         let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
-        let served = Arc::new(AtomicU32::new(0));
-        let done = Arc::new(AtomicBool::new(false));
-        let other = {
-            let (runtime, served, done) = (runtime.clone(), served.clone(), done.clone());
-            tokio::spawn(async move {
-                let request = requests::generate(KUBEADM_JOIN_CONFIG);
-                while !done.load(Ordering::Relaxed) {
-                    runtime.generate(WELL_BEHAVED, &request).await.unwrap();
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        };
+        let serving = Serving::start(&runtime);
         let sleepers = {
             let runtime = runtime.clone();
             tokio::spawn(async move {
@@ -451,9 +467,9 @@ mod timer_sleep {
         };
         // Sampled while every sleeper waits (they end at the 300 ms deadline).
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let early = served.load(Ordering::Relaxed);
+        let early = serving.count();
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let later = served.load(Ordering::Relaxed);
+        let later = serving.count();
         assert!(!sleepers.is_finished(), "sampled while the sleepers wait");
         assert!(
             later > early,
@@ -474,8 +490,7 @@ mod timer_sleep {
             "took {:?}",
             started.elapsed()
         );
-        done.store(true, Ordering::Relaxed);
-        other.await.unwrap();
+        serving.stop().await;
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 6);
     }
 
