@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -196,6 +196,9 @@ pub struct WorkersStatus {
     /// Sum of `status.availableReplicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_replicas: Option<i32>,
+    /// Sum of `status.upToDateReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_date_replicas: Option<i32>,
 }
 
 /// v1beta1 fields of the Cluster status.
@@ -204,7 +207,19 @@ pub struct WorkersStatus {
 pub struct ClusterDeprecatedStatus {
     /// v1beta1 fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub v1beta1: Option<FailureFields>,
+    pub v1beta1: Option<ClusterV1Beta1Status>,
+}
+
+/// The failure fields and conditions of the v1beta1 Cluster status.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterV1Beta1Status {
+    /// Conditions in the v1beta1 form, as clients of `cluster.x-k8s.io/v1beta1` write them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<V1Beta1Condition>,
+    /// Terminal failure copied from the infrastructure object.
+    #[serde(flatten)]
+    pub failure: FailureFields,
 }
 
 /// The terminal failure fields of the v1beta1 contract.
@@ -217,6 +232,34 @@ pub struct FailureFields {
     /// For people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+}
+
+/// A condition in the v1beta1 form (Cluster API's own type, with a
+/// severity), kept in `status.deprecated.v1beta1.conditions` so that
+/// `cluster.x-k8s.io/v1beta1` clients read back what they wrote.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct V1Beta1Condition {
+    /// CamelCase, or `foo.example.com/CamelCase`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 256))]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `Error`, `Warning` or `Info`; only with status `False`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub severity: Option<String>,
+    /// When the status last changed.
+    pub last_transition_time: Time,
+    /// A CamelCase token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub reason: Option<String>,
+    /// For people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 10240))]
+    pub message: Option<String>,
 }
 
 impl Cluster {

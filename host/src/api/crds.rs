@@ -1,12 +1,110 @@
 //! The CRDs of every kind, generated from the Rust types; `capwasm crds`
 //! prints or writes them and a test keeps `crds/` equal to them.
+//!
+//! Cluster and MachinePool serve only v1beta2 there. [`with_v1beta1`] gives
+//! them v1beta1 too, with the conversion webhook that version needs: without
+//! one the API server would convert by rewriting `apiVersion` alone.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::ByteString;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
+};
 use kube::CustomResourceExt;
+use kube::core::crd::{MergeError, merge_crds};
 
 use super::{
     Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
+    v1beta1,
 };
+
+/// Where the API server sends the `ConversionReview`s of Cluster and MachinePool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversionWebhook {
+    /// How the API server reaches the webhook.
+    pub client: WebhookClient,
+    /// PEM certificates the webhook's serving certificate must chain to;
+    /// empty for the API server's own trust roots.
+    pub ca_bundle: Vec<u8>,
+}
+
+/// How the API server reaches a webhook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookClient {
+    /// An `https://` URL.
+    Url(String),
+    /// A Service in the cluster.
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The URL path, such as `/convert`.
+        path: Option<String>,
+        /// Its port; 443 when unset.
+        port: Option<i32>,
+    },
+}
+
+/// Every CRD capwasm serves, in the order of [`all`], with Cluster and
+/// MachinePool serving v1beta1 (deprecated) next to v1beta2 (stored),
+/// converted by `webhook`.
+pub fn with_v1beta1(
+    webhook: &ConversionWebhook,
+) -> Result<Vec<CustomResourceDefinition>, MergeError> {
+    let cluster = merge_crds(vec![Cluster::crd(), v1beta1::Cluster::crd()], "v1beta2")?;
+    let pool = merge_crds(
+        vec![MachinePool::crd(), v1beta1::MachinePool::crd()],
+        "v1beta2",
+    )?;
+    let mut crds = all();
+    for crd in &mut crds {
+        if crd.spec.names.kind == cluster.spec.names.kind && crd.spec.group == cluster.spec.group {
+            *crd = with_conversion_webhook(cluster.clone(), webhook);
+        } else if crd.spec.names.kind == pool.spec.names.kind && crd.spec.group == pool.spec.group {
+            *crd = with_conversion_webhook(pool.clone(), webhook);
+        }
+    }
+    Ok(crds)
+}
+
+/// `crd` converting between its versions through `webhook`
+/// (`ConversionReview` `v1`).
+pub fn with_conversion_webhook(
+    mut crd: CustomResourceDefinition,
+    webhook: &ConversionWebhook,
+) -> CustomResourceDefinition {
+    let (url, service) = match &webhook.client {
+        WebhookClient::Url(url) => (Some(url.clone()), None),
+        WebhookClient::Service {
+            namespace,
+            name,
+            path,
+            port,
+        } => (
+            None,
+            Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: path.clone(),
+                port: *port,
+            }),
+        ),
+    };
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                ca_bundle: (!webhook.ca_bundle.is_empty())
+                    .then(|| ByteString(webhook.ca_bundle.clone())),
+                service,
+                url,
+            }),
+            conversion_review_versions: vec!["v1".into()],
+        }),
+    });
+    crd
+}
 
 /// Every CRD capwasm serves, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -84,6 +182,114 @@ mod tests {
         let schema = serde_json::to_string(&all()).unwrap();
         assert!(schema.contains("\"providerIDList\""));
         assert!(!schema.contains("providerIdList"));
+    }
+
+    fn webhook() -> ConversionWebhook {
+        ConversionWebhook {
+            client: WebhookClient::Service {
+                namespace: "capwasm-system".into(),
+                name: "capwasm-webhook".into(),
+                path: Some("/convert".into()),
+                port: Some(9443),
+            },
+            ca_bundle: b"-----BEGIN CERTIFICATE-----\n".to_vec(),
+        }
+    }
+
+    #[test]
+    fn all_serves_one_version_and_converts_none() {
+        for crd in all() {
+            assert_eq!(crd.spec.versions.len(), 1, "{}", crd.spec.names.kind);
+            assert!(crd.spec.conversion.is_none());
+        }
+    }
+
+    #[test]
+    fn with_v1beta1_serves_v1beta1_deprecated_beside_the_stored_v1beta2() {
+        let crds = with_v1beta1(&webhook()).unwrap();
+        let names = |crds: &[CustomResourceDefinition]| {
+            crds.iter()
+                .map(|c| c.metadata.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&crds), names(&all()));
+        for crd in &crds {
+            let kind = crd.spec.names.kind.as_str();
+            if !matches!(kind, "Cluster" | "MachinePool") {
+                assert!(all().contains(crd), "{kind} is unchanged");
+                continue;
+            }
+            let version = |name: &str| {
+                crd.spec
+                    .versions
+                    .iter()
+                    .find(|v| v.name == name)
+                    .cloned()
+                    .unwrap()
+            };
+            let (new, old) = (version("v1beta2"), version("v1beta1"));
+            assert_eq!(crd.spec.versions.len(), 2);
+            assert!(new.served && new.storage && new.deprecated.is_none());
+            assert!(old.served && !old.storage && old.deprecated == Some(true));
+            assert_eq!(
+                old.deprecation_warning.as_deref(),
+                Some(
+                    format!(
+                        "cluster.x-k8s.io/v1beta1 {kind} is deprecated; use cluster.x-k8s.io/v1beta2 {kind}"
+                    )
+                    .as_str()
+                )
+            );
+            for v in [&new, &old] {
+                let subresources = v.subresources.clone().unwrap();
+                assert!(subresources.status.is_some());
+                assert_eq!(subresources.scale.is_some(), kind == "MachinePool");
+            }
+            let schema = serde_json::to_string(&old.schema).unwrap();
+            assert!(schema.contains("\"apiVersion\"") && !schema.contains("apiGroup"));
+            let conversion = crd.spec.conversion.clone().unwrap();
+            assert_eq!(conversion.strategy, "Webhook");
+            let webhook = conversion.webhook.unwrap();
+            assert_eq!(webhook.conversion_review_versions, ["v1"]);
+            let client = webhook.client_config.unwrap();
+            assert_eq!(client.url, None);
+            assert_eq!(
+                client.service,
+                Some(ServiceReference {
+                    namespace: "capwasm-system".into(),
+                    name: "capwasm-webhook".into(),
+                    path: Some("/convert".into()),
+                    port: Some(9443),
+                })
+            );
+            assert_eq!(
+                client.ca_bundle,
+                Some(ByteString(b"-----BEGIN CERTIFICATE-----\n".to_vec()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_webhook_url_without_ca_bundle_uses_the_api_server_roots() {
+        let webhook = ConversionWebhook {
+            client: WebhookClient::Url("https://capwasm.example:9443/convert".into()),
+            ca_bundle: vec![],
+        };
+        let crd = with_conversion_webhook(Cluster::crd(), &webhook);
+        let client = crd
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .unwrap();
+        assert_eq!(
+            client,
+            WebhookClientConfig {
+                url: Some("https://capwasm.example:9443/convert".into()),
+                service: None,
+                ca_bundle: None,
+            }
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cluster::FailureFields;
+use super::cluster::{FailureFields, V1Beta1Condition};
 use super::refs::ContractVersionedObjectReference;
 
 /// The finalizer of the MachinePool controller (upstream's name).
@@ -281,10 +281,13 @@ pub struct MachinePoolDeprecatedStatus {
     pub v1beta1: Option<MachinePoolV1Beta1Status>,
 }
 
-/// The node-based counters and failure fields of the v1beta1 API.
+/// The node-based counters, failure fields and conditions of the v1beta1 API.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachinePoolV1Beta1Status {
+    /// Conditions in the v1beta1 form, as clients of `cluster.x-k8s.io/v1beta1` write them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<V1Beta1Condition>,
     /// Terminal failure copied from a referenced object.
     #[serde(flatten)]
     pub failure: FailureFields,

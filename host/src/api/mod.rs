@@ -2,7 +2,8 @@
 //! `Cluster` and `MachinePool` (`cluster.x-k8s.io/v1beta2`, upstream field
 //! names and semantics), the generic Wasm provider kinds, and
 //! `ProviderModule`. The names of finalizers, labels, annotations and field
-//! managers live here, next to the types they belong to.
+//! managers live here, next to the types they belong to. `v1beta1` holds the
+//! deprecated version of Cluster and MachinePool and its conversion.
 
 pub mod cluster;
 pub mod conditions;
@@ -12,10 +13,14 @@ pub mod provider;
 pub mod providermodule;
 mod refs;
 pub mod status;
+pub mod v1beta1;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use conditions::{ConditionStatus, ConditionType, Reason};
-pub use crds::{all as crds, kustomization as crds_kustomization, to_yaml as crds_yaml};
+pub use crds::{
+    ConversionWebhook, WebhookClient, all as crds, kustomization as crds_kustomization,
+    to_yaml as crds_yaml, with_conversion_webhook, with_v1beta1 as crds_with_v1beta1,
+};
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
 pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 pub use providermodule::ProviderModule;
@@ -51,6 +56,9 @@ pub mod annotations {
     pub const NODE_OWNER_KIND: &str = "cluster.x-k8s.io/owner-kind";
     /// On workload Nodes: the owner's name.
     pub const NODE_OWNER_NAME: &str = "cluster.x-k8s.io/owner-name";
+    /// On a Cluster or MachinePool read as v1beta1: what of its v1beta2 form
+    /// v1beta1 cannot hold, restored when it is written back (upstream's name).
+    pub const CONVERSION_DATA: &str = "cluster.x-k8s.io/conversion-data";
 }
 
 /// The taint a Node carries until Cluster API has seen it.

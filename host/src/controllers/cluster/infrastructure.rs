@@ -56,15 +56,20 @@ pub async fn run(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, E
     };
     let ready = external::contract_flag(&object, resolved.contract, "provisioned", "ready");
     if let Some((reason, message)) = external::failure(&object) {
-        scope.status.deprecated = Some(ClusterDeprecatedStatus {
-            v1beta1: Some(FailureFields {
-                failure_reason: Some(reason),
-                failure_message: Some(format!(
-                    "Failure detected from referenced resource {} with name {:?}: {message}",
-                    resolved.resource.api_version, reference.name
-                )),
-            }),
-        });
+        // Only the failure fields: v1beta1 conditions a client wrote stay.
+        scope
+            .status
+            .deprecated
+            .get_or_insert_with(ClusterDeprecatedStatus::default)
+            .v1beta1
+            .get_or_insert_with(Default::default)
+            .failure = FailureFields {
+            failure_reason: Some(reason),
+            failure_message: Some(format!(
+                "Failure detected from referenced resource {} with name {:?}: {message}",
+                resolved.resource.api_version, reference.name
+            )),
+        };
     }
     scope.set(
         Mirror {
@@ -113,7 +118,8 @@ pub async fn record_endpoint(scope: &mut Scope<Cluster>, ctx: &Context) -> Resul
 
 impl Scope<Cluster> {
     /// The referenced object, adopted: the Cluster as a (non-controller)
-    /// owner, upstream's choice without a topology, and the cluster-name label.
+    /// owner without blocking its deletion, upstream's choice without a
+    /// topology, and the cluster-name label.
     pub async fn adopt(
         &mut self,
         ctx: &Context,
@@ -126,7 +132,7 @@ impl Scope<Cluster> {
                 kind: "Cluster".into(),
                 name: name.clone(),
                 uid: self.object.uid().unwrap_or_default(),
-                block_owner_deletion: Some(true),
+                block_owner_deletion: None,
                 controller: None,
             },
             cluster: &name,
