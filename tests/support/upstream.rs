@@ -1,7 +1,8 @@
 //! Upstream Cluster API's core manager, built from its Go module by
 //! `tests/upstream-capi/build.sh`, run against an [`ApiServer`] the way a
 //! user runs it beside capwasm's providers: MachinePool on, topology off, no
-//! leader election, every address on loopback.
+//! leader election, every address on loopback, its conversion and admission
+//! webhooks registered.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,6 +24,8 @@ pub struct UpstreamBuild {
     pub manager: PathBuf,
     /// Its CRDs (`config/crd/bases` of the same module version).
     pub crds: PathBuf,
+    /// Its admission webhooks' kubebuilder markers, one per line.
+    pub webhooks: PathBuf,
 }
 
 impl UpstreamBuild {
@@ -33,10 +36,11 @@ impl UpstreamBuild {
         let build = Self {
             manager: dir.join("manager"),
             crds: dir.join("crds"),
+            webhooks: dir.join("webhooks.markers"),
         };
-        if !build.manager.is_file() || !build.crds.is_dir() {
+        if !build.manager.is_file() || !build.crds.is_dir() || !build.webhooks.is_file() {
             return Err(Error::Binaries(format!(
-                "{} has no manager and crds/; run `make upstream-capi`",
+                "{} has no manager, crds/ and webhooks.markers; run `make upstream-capi`",
                 dir.display()
             )));
         }
@@ -90,6 +94,11 @@ impl UpstreamManager {
         let mut manager = Self { process };
         manager.wait_ready(&health).await?;
         convert_through(server, webhook_port, &ca.cert_pem()).await?;
+        let markers = std::fs::read_to_string(&build.webhooks).map_err(|source| Error::Io {
+            path: build.webhooks.clone(),
+            source,
+        })?;
+        admit_through(server, webhook_port, &ca.cert_pem(), &markers).await?;
         Ok(manager)
     }
 
@@ -109,6 +118,133 @@ impl UpstreamManager {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// The kinds whose admission webhooks are registered: those the tests
+/// create, defaulted and validated as a clusterctl install does.
+const ADMITTED: [&str; 2] = ["clusters", "machinepools"];
+
+/// Registers the manager's mutating and validating webhooks for
+/// [`ADMITTED`] as its source declares them (`markers`), called on `port`
+/// and trusted through `ca`, and waits until the API server calls them.
+async fn admit_through(server: &ApiServer, port: u16, ca: &str, markers: &str) -> Result<()> {
+    use base64::Engine as _;
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use kube::api::{Api, PostParams};
+
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    let (mut mutating, mut validating) = (Vec::new(), Vec::new());
+    for marker in markers.lines() {
+        let field = |key: &str| {
+            marker
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_default()
+        };
+        if !ADMITTED.contains(&field("resources")) {
+            continue;
+        }
+        let list = |key: &str| field(key).split(';').collect::<Vec<_>>();
+        let verbs: Vec<String> = list("verbs").iter().map(|v| v.to_uppercase()).collect();
+        let webhook = serde_json::json!({
+            "name": field("name"),
+            "admissionReviewVersions": list("admissionReviewVersions"),
+            "sideEffects": field("sideEffects"),
+            "failurePolicy": if field("failurePolicy") == "fail" { "Fail" } else { "Ignore" },
+            "matchPolicy": field("matchPolicy"),
+            "clientConfig": {
+                "url": format!("https://127.0.0.1:{port}{}", field("path")),
+                "caBundle": ca_bundle,
+            },
+            "rules": [{
+                "apiGroups": list("groups"),
+                "apiVersions": list("versions"),
+                "resources": list("resources"),
+                "operations": verbs,
+            }],
+        });
+        if field("mutating") == "true" {
+            mutating.push(webhook);
+        } else {
+            validating.push(webhook);
+        }
+    }
+    if mutating.is_empty() || validating.is_empty() {
+        return Err(Error::Binaries(format!(
+            "no admission webhooks for {ADMITTED:?} among upstream's markers"
+        )));
+    }
+    let configuration = |webhooks| {
+        serde_json::json!({
+            "metadata": { "name": "capi-webhooks" },
+            "webhooks": webhooks,
+        })
+    };
+    let client = server.client()?;
+    let decode = |e: serde_json::Error| Error::Binaries(format!("webhook configuration: {e}"));
+    let create = PostParams::default();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &create,
+            &serde_json::from_value(configuration(mutating)).map_err(decode)?,
+        )
+        .await?;
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &create,
+            &serde_json::from_value(configuration(validating)).map_err(decode)?,
+        )
+        .await?;
+    defaulting_is_live(&client).await
+}
+
+/// Waits until the API server calls the manager's MachinePool defaulting:
+/// a dry-run pool without the cluster-name label comes back with it.
+async fn defaulting_is_live(client: &kube::Client) -> Result<()> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachinePool",
+    ));
+    let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let pool: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "MachinePool",
+        "metadata": { "name": "webhook-probe" },
+        "spec": { "clusterName": "probe", "template": { "spec": {
+            "clusterName": "probe",
+            "bootstrap": { "dataSecretName": "probe" },
+            "infrastructureRef": {
+                "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "Probe", "name": "probe",
+            },
+        }}},
+    }))
+    .map_err(|e| Error::Binaries(format!("webhook probe: {e}")))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let started = Instant::now();
+    loop {
+        let defaulted = pools.create(&dry_run, &pool).await.ok().is_some_and(|p| {
+            p.metadata
+                .labels
+                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/cluster-name"))
+        });
+        if defaulted {
+            return Ok(());
+        }
+        if started.elapsed() > READY {
+            return Err(Error::Binaries(format!(
+                "upstream's MachinePool defaulting webhook not called within {READY:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

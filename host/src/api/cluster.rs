@@ -196,6 +196,9 @@ pub struct WorkersStatus {
     /// Sum of `status.availableReplicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_replicas: Option<i32>,
+    /// Sum of `status.upToDateReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_date_replicas: Option<i32>,
 }
 
 /// v1beta1 fields of the Cluster status.

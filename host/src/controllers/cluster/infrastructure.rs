@@ -113,7 +113,8 @@ pub async fn record_endpoint(scope: &mut Scope<Cluster>, ctx: &Context) -> Resul
 
 impl Scope<Cluster> {
     /// The referenced object, adopted: the Cluster as a (non-controller)
-    /// owner, upstream's choice without a topology, and the cluster-name label.
+    /// owner without blocking its deletion, upstream's choice without a
+    /// topology, and the cluster-name label.
     pub async fn adopt(
         &mut self,
         ctx: &Context,
@@ -126,7 +127,7 @@ impl Scope<Cluster> {
                 kind: "Cluster".into(),
                 name: name.clone(),
                 uid: self.object.uid().unwrap_or_default(),
-                block_owner_deletion: Some(true),
+                block_owner_deletion: None,
                 controller: None,
             },
             cluster: &name,
