@@ -15,7 +15,7 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams,
 };
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt as _};
 use serde_json::{Value, json};
 use testenv::flows::{
     Apis, Modules, Objects, condition, create_pool, create_pool_providers, scale, wait_for,
@@ -49,6 +49,15 @@ enum Core {
     Capwasm,
 }
 
+/// Who `capwasm run` is to the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Identity {
+    /// The admin.
+    Admin,
+    /// The ServiceAccount of `deploy/provider-mode/`, holding its roles.
+    ProviderModeRoles,
+}
+
 /// An install with its own API server, a workload server and a simulated
 /// cloud: upstream's core and capwasm's providers, or capwasm alone.
 struct Install {
@@ -59,7 +68,7 @@ struct Install {
     client: Client,
     ns: String,
     _upstream: Option<UpstreamManager>,
-    _operator: OperatorProcess,
+    operator: OperatorProcess,
 }
 
 impl Install {
@@ -78,6 +87,10 @@ impl Install {
     }
 
     async fn with_core(prefix: &str, core: Core) -> Self {
+        Self::with(prefix, core, Identity::Admin).await
+    }
+
+    async fn with(prefix: &str, core: Core, identity: Identity) -> Self {
         let build = (core == Core::Upstream).then(|| UpstreamBuild::locate().unwrap());
         let crds = match &build {
             Some(build) => std::iter::once(build.crds.clone())
@@ -108,7 +121,15 @@ impl Install {
             Core::Upstream => &["--controllers=providers"],
             Core::Capwasm => &[],
         };
-        let operator = OperatorProcess::start(env.management(), &ns, "capwasm", args).await;
+        let operator = match identity {
+            Identity::Admin => OperatorProcess::start(env.management(), &ns, "capwasm", args).await,
+            Identity::ProviderModeRoles => {
+                let (sa_namespace, name) = install_provider_mode_rbac(&client).await;
+                let account = Some((sa_namespace.as_str(), name.as_str()));
+                OperatorProcess::start_as(env.management(), account, &sa_namespace, "capwasm", args)
+                    .await
+            }
+        };
         let modules = objects.modules(&client, &ns).await.unwrap();
         Self {
             env,
@@ -118,7 +139,7 @@ impl Install {
             client,
             ns,
             _upstream: upstream,
-            _operator: operator,
+            operator,
         }
     }
 }
@@ -655,5 +676,70 @@ async fn upstream_core_and_capwasm_core_end_in_the_same_observable_state() {
         unlisted.is_empty() && gone.is_empty(),
         "differences not listed:\n{}\nlisted but not seen: {gone:?}",
         unlisted.join("\n")
+    );
+}
+
+/// Applies the RBAC objects `kubectl apply -k deploy/provider-mode/` makes
+/// (and their Namespace) for real; its ServiceAccount, as (namespace, name).
+async fn install_provider_mode_rbac(client: &Client) -> (String, String) {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/provider-mode"
+    ));
+    let objects = testenv::kustomize::objects(&dir).unwrap();
+    let kind = |o: &DynamicObject| o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+    let mut account = None;
+    for object in objects {
+        let kind = kind(&object);
+        if !matches!(
+            kind.as_str(),
+            "Namespace"
+                | "ServiceAccount"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Role"
+                | "RoleBinding"
+        ) {
+            continue;
+        }
+        testenv::kustomize::apply(client, &object, &PatchParams::apply("capwasm-tests"))
+            .await
+            .unwrap();
+        if kind == "ServiceAccount" {
+            account = Some((object.namespace().unwrap_or_default(), object.name_any()));
+        }
+    }
+    account.expect("deploy/provider-mode/ has a ServiceAccount")
+}
+
+/// The operator as `deploy/provider-mode/` runs it — its ServiceAccount,
+/// only its roles — beside upstream's core: a pool to Running, scaled, and
+/// its Cluster deleted with nothing left, and no request of the operator's
+/// forbidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provider_mode_roles_are_all_the_operator_needs_beside_upstream() {
+    let mode = Install::with("rbac", Core::Upstream, Identity::ProviderModeRoles).await;
+    let (client, ns) = (&mode.client, &mode.ns);
+    mode.cluster("c1").await;
+    mode.objects
+        .create_pool(client, ns, "pool", "c1", 2, &mode.modules)
+        .await
+        .unwrap();
+    let apis = Apis::new(client, ns);
+    wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    scale(&apis.pools, "pool", 1).await.unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 1).await;
+    apis.clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&apis.clusters, "c1", "the Cluster is gone", |c| c.is_none()).await;
+    assert!(apis.infra_pools.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.configs.get_opt("pool").await.unwrap().is_none());
+    let refused = mode.operator.refusals();
+    assert!(
+        refused.is_empty(),
+        "a rule of deploy/provider-mode/ is missing:\n{}",
+        refused.join("\n")
     );
 }

@@ -24,8 +24,10 @@ pub struct UpstreamBuild {
     pub manager: PathBuf,
     /// Its CRDs (`config/crd/bases` of the same module version).
     pub crds: PathBuf,
-    /// Its admission webhooks' kubebuilder markers, one per line.
+    /// Its admission webhook configurations (`config/webhook/manifests.yaml`).
     pub webhooks: PathBuf,
+    /// Its RBAC (`config/rbac`).
+    pub rbac: PathBuf,
 }
 
 impl UpstreamBuild {
@@ -36,11 +38,16 @@ impl UpstreamBuild {
         let build = Self {
             manager: dir.join("manager"),
             crds: dir.join("crds"),
-            webhooks: dir.join("webhooks.markers"),
+            webhooks: dir.join("webhooks.yaml"),
+            rbac: dir.join("rbac"),
         };
-        if !build.manager.is_file() || !build.crds.is_dir() || !build.webhooks.is_file() {
+        let complete = build.manager.is_file()
+            && build.crds.is_dir()
+            && build.webhooks.is_file()
+            && build.rbac.is_dir();
+        if !complete {
             return Err(Error::Binaries(format!(
-                "{} has no manager, crds/ and webhooks.markers; run `make upstream-capi`",
+                "{} has no manager, crds/, webhooks.yaml and rbac/; run `make upstream-capi`",
                 dir.display()
             )));
         }
@@ -94,11 +101,11 @@ impl UpstreamManager {
         let mut manager = Self { process };
         manager.wait_ready(&health).await?;
         convert_through(server, webhook_port, &ca.cert_pem()).await?;
-        let markers = std::fs::read_to_string(&build.webhooks).map_err(|source| Error::Io {
+        let webhooks = std::fs::read_to_string(&build.webhooks).map_err(|source| Error::Io {
             path: build.webhooks.clone(),
             source,
         })?;
-        admit_through(server, webhook_port, &ca.cert_pem(), &markers).await?;
+        admit_through(server, webhook_port, &ca.cert_pem(), &webhooks).await?;
         Ok(manager)
     }
 
@@ -122,82 +129,73 @@ impl UpstreamManager {
 }
 
 /// The kinds whose admission webhooks are registered: those the tests
-/// create, defaulted and validated as a clusterctl install does.
+/// create, defaulted and validated as a clusterctl install does. The others'
+/// webhooks are left out: some are served only with features off here.
 const ADMITTED: [&str; 2] = ["clusters", "machinepools"];
 
-/// Registers the manager's mutating and validating webhooks for
-/// [`ADMITTED`] as its source declares them (`markers`), called on `port`
-/// and trusted through `ca`, and waits until the API server calls them.
-async fn admit_through(server: &ApiServer, port: u16, ca: &str, markers: &str) -> Result<()> {
+/// Registers upstream's generated webhook configurations (`manifests`, with
+/// a Service upstream's kustomization fills in) for [`ADMITTED`], calling the
+/// manager on `port` trusted through `ca`, and waits until the API server
+/// calls them.
+async fn admit_through(server: &ApiServer, port: u16, ca: &str, manifests: &str) -> Result<()> {
     use base64::Engine as _;
-    use k8s_openapi::api::admissionregistration::v1::{
-        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-    };
-    use kube::api::{Api, PostParams};
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    use serde::Deserialize as _;
+    use serde_json::Value;
 
+    let invalid = |e: String| Error::Binaries(format!("upstream's webhook manifests: {e}"));
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
-    let (mut mutating, mut validating) = (Vec::new(), Vec::new());
-    for marker in markers.lines() {
-        let field = |key: &str| {
-            marker
-                .split(',')
-                .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
-                .unwrap_or_default()
-        };
-        if !ADMITTED.contains(&field("resources")) {
-            continue;
-        }
-        let list = |key: &str| field(key).split(';').collect::<Vec<_>>();
-        let verbs: Vec<String> = list("verbs").iter().map(|v| v.to_uppercase()).collect();
-        let webhook = serde_json::json!({
-            "name": field("name"),
-            "admissionReviewVersions": list("admissionReviewVersions"),
-            "sideEffects": field("sideEffects"),
-            "failurePolicy": if field("failurePolicy") == "fail" { "Fail" } else { "Ignore" },
-            "matchPolicy": field("matchPolicy"),
-            "clientConfig": {
-                "url": format!("https://127.0.0.1:{port}{}", field("path")),
-                "caBundle": ca_bundle,
-            },
-            "rules": [{
-                "apiGroups": list("groups"),
-                "apiVersions": list("versions"),
-                "resources": list("resources"),
-                "operations": verbs,
-            }],
-        });
-        if field("mutating") == "true" {
-            mutating.push(webhook);
-        } else {
-            validating.push(webhook);
-        }
-    }
-    if mutating.is_empty() || validating.is_empty() {
-        return Err(Error::Binaries(format!(
-            "no admission webhooks for {ADMITTED:?} among upstream's markers"
-        )));
-    }
-    let configuration = |webhooks| {
-        serde_json::json!({
-            "metadata": { "name": "capi-webhooks" },
-            "webhooks": webhooks,
-        })
-    };
     let client = server.client()?;
-    let decode = |e: serde_json::Error| Error::Binaries(format!("webhook configuration: {e}"));
-    let create = PostParams::default();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &create,
-            &serde_json::from_value(configuration(mutating)).map_err(decode)?,
-        )
-        .await?;
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &create,
-            &serde_json::from_value(configuration(validating)).map_err(decode)?,
-        )
-        .await?;
+    let mut registered = 0;
+    for document in serde_yaml_ng::Deserializer::from_str(manifests) {
+        let mut configuration = Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
+        let Some(kind) = configuration["kind"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let webhooks: Vec<Value> = configuration["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|webhook| {
+                webhook["rules"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|rule| {
+                        rule["resources"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|r| r.as_str().is_some_and(|r| ADMITTED.contains(&r)))
+                    })
+            })
+            .map(|webhook| {
+                let mut webhook = webhook.clone();
+                let path = webhook["clientConfig"]["service"]["path"].clone();
+                let path = path.as_str().unwrap_or_default();
+                webhook["clientConfig"] = serde_json::json!({
+                    "url": format!("https://127.0.0.1:{port}{path}"),
+                    "caBundle": ca_bundle,
+                });
+                webhook
+            })
+            .collect();
+        registered += webhooks.len();
+        configuration["webhooks"] = Value::Array(webhooks);
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            &kind,
+        ));
+        let object: DynamicObject =
+            serde_json::from_value(configuration).map_err(|e| invalid(e.to_string()))?;
+        Api::<DynamicObject>::all_with(client.clone(), &resource)
+            .create(&PostParams::default(), &object)
+            .await?;
+    }
+    if registered == 0 {
+        return Err(invalid(format!("no webhook for {ADMITTED:?}")));
+    }
     defaulting_is_live(&client).await
 }
 

@@ -30,7 +30,7 @@ report() {
   fi
 }
 
-if [ -x "$dir/manager" ] && [ -d "$dir/crds" ] && [ -s "$dir/webhooks.markers" ]; then
+if [ -x "$dir/manager" ] && [ -d "$dir/crds" ] && [ -s "$dir/webhooks.yaml" ] && [ -d "$dir/rbac" ]; then
   report "${1:-}"
   exit 0
 fi
@@ -39,7 +39,7 @@ mkdir -p "$cache_root"
 # One build at a time per cache: parallel test binaries wait for the first.
 exec 9>"$cache_root/.cluster-api-build.lock"
 flock 9
-if [ -x "$dir/manager" ] && [ -d "$dir/crds" ] && [ -s "$dir/webhooks.markers" ]; then
+if [ -x "$dir/manager" ] && [ -d "$dir/crds" ] && [ -s "$dir/webhooks.yaml" ] && [ -d "$dir/rbac" ]; then
   report "${1:-}"
   exit 0
 fi
@@ -77,10 +77,10 @@ chmod -R u+w "$staging/src"
 ) >>"$log" 2>&1 ||
   { tail -n 30 "$log" >&2; fail "building Cluster API $version's manager failed (full log: $log)"; }
 cp -r "$staging/src/core/config/crd/bases" "$staging/crds"
-# The admission webhooks its manager serves, as declared in its source (the
-# module has no generated webhook manifests); tests register those they need.
-grep -rh '+kubebuilder:webhook:' --include='*.go' "$staging/src/core/webhooks/admission" |
-  sed 's|^[[:space:]]*// *+kubebuilder:webhook:||' >"$staging/webhooks.markers"
+# Its generated admission webhook configurations and RBAC, which a clusterctl
+# install applies with the CRDs.
+cp "$staging/src/core/config/webhook/manifests.yaml" "$staging/webhooks.yaml"
+cp -r "$staging/src/core/config/rbac" "$staging/rbac"
 chmod -R u+w "$staging/src"
 rm -rf "$staging/src"
 printf 'upstream-capi: built in %ss\n' "$(($(date +%s) - started))" >&2
