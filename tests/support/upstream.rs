@@ -26,8 +26,6 @@ pub struct UpstreamBuild {
     pub crds: PathBuf,
     /// Its admission webhook configurations (`config/webhook/manifests.yaml`).
     pub webhooks: PathBuf,
-    /// Its RBAC (`config/rbac`).
-    pub rbac: PathBuf,
 }
 
 impl UpstreamBuild {
@@ -39,15 +37,12 @@ impl UpstreamBuild {
             manager: dir.join("manager"),
             crds: dir.join("crds"),
             webhooks: dir.join("webhooks.yaml"),
-            rbac: dir.join("rbac"),
         };
-        let complete = build.manager.is_file()
-            && build.crds.is_dir()
-            && build.webhooks.is_file()
-            && build.rbac.is_dir();
+        let complete =
+            build.manager.is_file() && build.crds.is_dir() && build.webhooks.is_file();
         if !complete {
             return Err(Error::Binaries(format!(
-                "{} has no manager, crds/, webhooks.yaml and rbac/; run `make upstream-capi`",
+                "{} has no manager, crds/ and webhooks.yaml; run `make upstream-capi`",
                 dir.display()
             )));
         }
