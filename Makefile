@@ -56,6 +56,7 @@ test: lint guests
 	@log=$$(mktemp) && trap 'rm -f "$$log"' EXIT && \
 	  assets=$$($(CONTROLPLANE) --verbose) && \
 	  tests/upstream-capi/build.sh --verbose >/dev/null && \
+	  tests/kustomize/build.sh >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \

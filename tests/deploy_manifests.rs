@@ -1,6 +1,8 @@
-//! `deploy/`: every manifest (and every CRD) applies, the operator does its
-//! whole job holding exactly the ClusterRole there, and the Deployment's
-//! arguments are ones `capwasm run` accepts.
+//! `deploy/`, rendered by kustomize as `kubectl apply -k` does: every
+//! manifest (and every CRD) applies, the operator does its whole job holding
+//! exactly the ClusterRole there, the Deployment's arguments are ones
+//! `capwasm run` accepts, and `deploy/provider-mode/` is the same install
+//! beside upstream Cluster API's core.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,11 +17,9 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod};
 use kube::api::{
-    Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
-    PostParams,
+    Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, PatchParams, PostParams,
 };
-use kube::core::discovery::Scope;
-use kube::{Client, ResourceExt as _, discovery};
+use kube::{Client, ResourceExt as _};
 use serde::Deserialize as _;
 use testenv::flows::{Apis, WAIT, wait_for, wait_for_cluster, wait_for_event, wait_for_pool};
 use testenv::{Stack, TestEnv};
@@ -34,9 +34,14 @@ const RBAC_PROPAGATION: Duration = Duration::from_secs(30);
 
 // === manifests ===
 
-/// A manifest and the file it came from.
+/// The kustomization of the standalone install (`deploy/`) and of provider
+/// mode, beside upstream Cluster API's core (`deploy/provider-mode/`).
+const STANDALONE: &str = "";
+const PROVIDER_MODE: &str = "provider-mode";
+
+/// A manifest and where it came from.
 struct Manifest {
-    file: String,
+    source: String,
     object: DynamicObject,
 }
 
@@ -46,81 +51,68 @@ impl Manifest {
     }
 
     fn describe(&self) -> String {
-        format!("{} {} ({})", self.kind(), self.object.name_any(), self.file)
+        format!(
+            "{} {} ({})",
+            self.kind(),
+            self.object.name_any(),
+            self.source
+        )
+    }
+
+    fn key(&self) -> (String, String) {
+        (self.kind().to_owned(), self.object.name_any())
     }
 }
 
-/// Every object in a YAML file (several documents allowed).
-fn read_objects(path: &Path) -> Vec<Manifest> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let file = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
+/// Every object in `text` (several documents allowed), from `source`.
+fn parse_objects(source: &str, text: &str) -> Vec<Manifest> {
     let mut manifests = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
         let value = serde_json::Value::deserialize(document)
-            .unwrap_or_else(|e| panic!("{file} is not YAML: {e}"));
+            .unwrap_or_else(|e| panic!("{source} is not YAML: {e}"));
         if value.is_null() {
             continue;
         }
         let object = serde_json::from_value(value).unwrap_or_else(|e| {
-            panic!("{file} holds something other than a Kubernetes object: {e}")
+            panic!("{source} holds something other than a Kubernetes object: {e}")
         });
         manifests.push(Manifest {
-            file: file.clone(),
+            source: source.to_owned(),
             object,
         });
     }
     manifests
 }
 
-/// The files `deploy/kustomization.yaml` lists, in its order.
-fn kustomization_resources() -> Vec<String> {
-    let path = Path::new(DEPLOY).join("kustomization.yaml");
-    let text = std::fs::read_to_string(&path).expect("deploy/kustomization.yaml is readable");
-    let kustomization: serde_json::Value =
-        serde_yaml_ng::from_str(&text).expect("deploy/kustomization.yaml is YAML");
-    let fields = kustomization
-        .as_object()
-        .expect("deploy/kustomization.yaml is a mapping");
-    // These tests apply the listed files as they are: a transformer would
-    // make what kustomize applies differ from what they check.
-    let unknown: Vec<&String> = fields
-        .keys()
-        .filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "resources"))
-        .collect();
-    assert!(
-        unknown.is_empty(),
-        "deploy/kustomization.yaml uses {unknown:?}; the tests apply the listed files unchanged, so teach them these first"
-    );
-    fields
-        .get("resources")
-        .and_then(serde_json::Value::as_array)
-        .expect("deploy/kustomization.yaml lists resources")
-        .iter()
-        .map(|r| r.as_str().expect("a resource is a path").to_owned())
-        .collect()
+/// Every object in a YAML file.
+fn read_objects(path: &Path) -> Vec<Manifest> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    parse_objects(&path.display().to_string(), &text)
 }
 
-/// What `kubectl apply -k deploy/` applies of deploy/'s own files (the
-/// CRDs it lists through `../crds` are checked by [`crds`]).
+/// What `kubectl apply -k deploy/<variant>` applies, rendered by kustomize.
+fn rendered(variant: &str) -> Vec<Manifest> {
+    let dir = Path::new(DEPLOY).join(variant);
+    let text = testenv::kustomize::build(&dir)
+        .unwrap_or_else(|e| panic!("{}", capwasm::report::error_chain(&e)));
+    parse_objects(&format!("kustomize build deploy/{variant}"), &text)
+}
+
+/// The standalone install's objects but its CRDs.
 fn manifests() -> Vec<Manifest> {
-    kustomization_resources()
-        .iter()
-        .filter(|resource| resource.as_str() != "../crds")
-        .flat_map(|file| read_objects(&Path::new(DEPLOY).join(file)))
+    rendered(STANDALONE)
+        .into_iter()
+        .filter(|m| m.kind() != "CustomResourceDefinition")
         .collect()
 }
 
-/// The CRDs `deploy/` installs through `../crds` (its kustomization lists
-/// every CRD file there: the crd_drift test keeps it so).
+/// The CRDs the standalone install has (every file in `crds/`: the crd_drift
+/// test keeps `crds/kustomization.yaml` listing them all).
 fn crds() -> Vec<Manifest> {
-    yaml_files(Path::new(CRDS))
-        .iter()
-        .filter(|path| path.file_name().is_some_and(|f| f != "kustomization.yaml"))
-        .flat_map(|path| read_objects(path))
+    rendered(STANDALONE)
+        .into_iter()
+        .filter(|m| m.kind() == "CustomResourceDefinition")
         .collect()
 }
 
@@ -129,52 +121,34 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
         .map(|entry| entry.expect("a directory entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .filter(|p| p.file_name().is_some_and(|f| f != "kustomization.yaml"))
         .collect();
     files.sort();
     files
 }
 
 fn the_deployment() -> Deployment {
-    let manifest = manifests()
-        .into_iter()
+    deployment_of(&manifests())
+}
+
+fn deployment_of(manifests: &[Manifest]) -> Deployment {
+    let manifest = manifests
+        .iter()
         .find(|m| m.kind() == "Deployment")
-        .expect("deploy/ has a Deployment");
+        .expect("a Deployment");
     serde_json::from_value(serde_json::to_value(&manifest.object).expect("serialisable"))
         .expect("the Deployment is a valid apps/v1 Deployment")
 }
 
-/// Applies `object` (server-side) wherever discovery says its kind lives.
+/// Applies `manifest` (server-side) wherever discovery says its kind lives.
 async fn apply(
     client: &Client,
     manifest: &Manifest,
     params: &PatchParams,
-) -> Result<DynamicObject, kube::Error> {
-    let types = manifest
-        .object
-        .types
-        .as_ref()
-        .unwrap_or_else(|| panic!("{} has no apiVersion and kind", manifest.file));
-    let gvk = GroupVersionKind::try_from(types)
-        .unwrap_or_else(|e| panic!("{}: {e}", manifest.describe()));
-    let (resource, capabilities) = discovery::pinned_kind(client, &gvk).await?;
-    let api: Api<DynamicObject> = match capabilities.scope {
-        Scope::Namespaced => {
-            let namespace = manifest.object.namespace().unwrap_or_else(|| {
-                panic!(
-                    "{} is namespaced but names no namespace",
-                    manifest.describe()
-                )
-            });
-            Api::namespaced_with(client.clone(), &namespace, &resource)
-        }
-        Scope::Cluster => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(
-        &manifest.object.name_any(),
-        params,
-        &Patch::Apply(&manifest.object),
-    )
-    .await
+) -> Result<DynamicObject, String> {
+    testenv::kustomize::apply(client, &manifest.object, params)
+        .await
+        .map_err(|e| capwasm::report::error_chain(&e))
 }
 
 // === the operator's warnings ===
@@ -302,37 +276,34 @@ impl Drop for Line {
 // === tests ===
 
 #[test]
-fn kustomization_lists_every_manifest_in_deploy() {
-    let listed: BTreeSet<String> = kustomization_resources().into_iter().collect();
-    let present: BTreeSet<String> = yaml_files(Path::new(DEPLOY))
-        .iter()
-        .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
-        .filter(|f| f != "kustomization.yaml")
-        .chain(["../crds".to_owned()])
+fn the_standalone_install_has_every_manifest_and_crd() {
+    let installed: BTreeSet<(String, String)> =
+        rendered(STANDALONE).iter().map(Manifest::key).collect();
+    let files = yaml_files(&Path::new(DEPLOY).join("operator"))
+        .into_iter()
+        .chain(yaml_files(Path::new(CRDS)));
+    let missing: Vec<String> = files
+        .flat_map(|file| read_objects(&file))
+        .filter(|m| !installed.contains(&m.key()))
+        .map(|m| m.describe())
         .collect();
-    assert_eq!(
-        listed, present,
-        "deploy/kustomization.yaml must list ../crds and exactly the manifests in deploy/"
+    assert!(
+        missing.is_empty(),
+        "`kubectl apply -k deploy/` would not install: {missing:?}"
     );
 }
 
-#[tokio::test]
-async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
-    let env = TestEnv::shared().await.unwrap();
-    let client = env.management().client().unwrap();
+/// Applies `manifests` with a server-side dry run, failing on any refusal;
+/// a Namespace is applied for real, as the objects in it need it.
+async fn applies_with_dry_run(client: &Client, manifests: &[Manifest]) {
     let dry_run = PatchParams::apply(FIELD_MANAGER).dry_run();
     let mut refused = Vec::new();
-    let mut applied = 0;
-    // In the README's order: the CRDs, then the kustomization.
-    for manifest in crds().iter().chain(&manifests()) {
-        match apply(&client, manifest, &dry_run).await {
-            Ok(_) => applied += 1,
-            Err(e) => refused.push(format!("{}: {e}", manifest.describe())),
+    for manifest in manifests {
+        if let Err(e) = apply(client, manifest, &dry_run).await {
+            refused.push(format!("{}: {e}", manifest.describe()));
         }
-        // The objects after it need their namespace to exist, as the real
-        // apply of the Namespace would have made it.
         if manifest.kind() == "Namespace" {
-            apply(&client, manifest, &PatchParams::apply(FIELD_MANAGER))
+            apply(client, manifest, &PatchParams::apply(FIELD_MANAGER))
                 .await
                 .unwrap();
         }
@@ -342,7 +313,16 @@ async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
         "the API server refused (dry run):\n{}",
         refused.join("\n")
     );
-    assert!(applied > crds().len(), "deploy/ applied no manifest");
+}
+
+#[tokio::test]
+async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    // In the README's order: the CRDs, then the kustomization.
+    let all: Vec<Manifest> = crds().into_iter().chain(manifests()).collect();
+    assert!(all.len() > crds().len(), "deploy/ has no manifest");
+    applies_with_dry_run(&client, &all).await;
 
     // Pod Security admission enforces the namespace's level on Pods, not on
     // the Deployment: the Pod it would make must pass too.
@@ -376,6 +356,113 @@ async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
         )
         .await
         .unwrap_or_else(|e| panic!("the Deployment's Pod is refused in {namespace}: {e}"));
+}
+
+/// Provider mode renders the standalone install without the core CRDs,
+/// with the provider controllers only, a ClusterRole that writes no Cluster
+/// or MachinePool, and the provider kinds aggregated into upstream's manager
+/// role; all of it applies.
+#[tokio::test]
+async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_dry_run() {
+    let provider_mode = rendered(PROVIDER_MODE);
+    let crds: BTreeSet<String> = provider_mode
+        .iter()
+        .filter(|m| m.kind() == "CustomResourceDefinition")
+        .map(|m| m.object.name_any())
+        .collect();
+    // Upstream's CRDs serve Cluster and MachinePool.
+    let core = ["clusters.cluster.x-k8s.io", "machinepools.cluster.x-k8s.io"];
+    let expected: BTreeSet<String> = self::crds()
+        .iter()
+        .map(|m| m.object.name_any())
+        .filter(|name| !core.contains(&name.as_str()))
+        .collect();
+    assert_eq!(crds.len(), 4, "{crds:?}");
+    assert_eq!(
+        crds, expected,
+        "provider mode installs the provider kinds and ProviderModule"
+    );
+
+    // The same Deployment but for the controllers it runs.
+    let args = |deployment: Deployment| {
+        deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|s| s.containers[0].args.clone().unwrap_or_default())
+            .unwrap_or_default()
+    };
+    let standalone_args = args(the_deployment());
+    let provider_args = args(deployment_of(&provider_mode));
+    let changed: Vec<(&String, &String)> = standalone_args
+        .iter()
+        .zip(&provider_args)
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(standalone_args.len(), provider_args.len());
+    assert_eq!(
+        changed,
+        [(
+            &"--controllers=all".to_owned(),
+            &"--controllers=providers".to_owned()
+        )]
+    );
+
+    let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = provider_mode
+        .iter()
+        .filter(|m| m.kind() == "ClusterRole")
+        .map(|m| serde_json::from_value(serde_json::to_value(&m.object).unwrap()).unwrap())
+        .collect();
+    let rules_of = |name: &str| {
+        roles
+            .iter()
+            .find(|r| r.name_any() == name)
+            .and_then(|r| r.rules.clone())
+            .unwrap_or_else(|| panic!("no ClusterRole {name}"))
+    };
+    // The operator's own role writes no Cluster or MachinePool.
+    for rule in rules_of("capwasm-manager") {
+        if rule
+            .api_groups
+            .iter()
+            .flatten()
+            .any(|g| g == "cluster.x-k8s.io")
+        {
+            assert_eq!(rule.verbs, ["list", "watch"], "{rule:?}");
+        }
+    }
+    // The aggregated one gives upstream's manager what it does to the
+    // provider objects.
+    let aggregated = roles
+        .iter()
+        .find(|r| {
+            r.labels()
+                .get("cluster.x-k8s.io/aggregate-to-manager")
+                .is_some_and(|v| v == "true")
+        })
+        .expect("a ClusterRole aggregated into upstream's manager role");
+    for (group, resource) in [
+        ("bootstrap.cluster.x-k8s.io", "wasmbootstrapconfigs"),
+        ("infrastructure.cluster.x-k8s.io", "wasmmachinepools"),
+        ("infrastructure.cluster.x-k8s.io", "wasmclusters"),
+    ] {
+        let granted: BTreeSet<&str> = aggregated
+            .rules
+            .iter()
+            .flatten()
+            .filter(|r| {
+                r.api_groups.iter().flatten().any(|g| g == group)
+                    && r.resources.iter().flatten().any(|r| r == resource)
+            })
+            .flat_map(|r| r.verbs.iter().map(String::as_str))
+            .collect();
+        for verb in ["get", "list", "watch", "patch", "update", "delete"] {
+            assert!(granted.contains(verb), "{resource}: {verb} not aggregated");
+        }
+    }
+
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    applies_with_dry_run(&client, &provider_mode).await;
 }
 
 /// The container's args as the kubelet passes them: each `$(VAR)` replaced

@@ -36,7 +36,7 @@ use testenv::operator::OperatorProcess;
 const SLEEPERS: usize = 24;
 /// The deadline of the hostile modules' calls.
 const DEADLINE_MILLIS: u32 = 2000;
-/// The operator's resident memory bound (README, deploy/deployment.yaml).
+/// The operator's resident memory bound (README, deploy/operator/deployment.yaml).
 const RSS_BOUND: u64 = 256 << 20;
 /// How long `/healthz` may take to answer, and SIGTERM to end the process.
 const HEALTH_BOUND: Duration = Duration::from_secs(1);
@@ -316,7 +316,7 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
     let (_cloud, objects) = Objects::start_cloud(workload.client().unwrap())
         .await
         .unwrap();
-    // The memory flags of deploy/deployment.yaml, whose limit is RSS_BOUND.
+    // The memory flags of deploy/operator/deployment.yaml, whose limit is RSS_BOUND.
     let memory = [
         "--max-provider-memory-mib=64",
         "--guest-memory-budget-mib=96",

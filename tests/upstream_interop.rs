@@ -3,18 +3,20 @@
 //! Cluster and MachinePool, and `capwasm run --controllers providers` runs
 //! only capwasm's provider kinds beside it, with nothing of capwasm's core.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::time::Duration;
 
-use capwasm::api::{MachinePool, WasmMachinePool};
+use capwasm::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 use capwasm::simcloud::{self, InstanceState};
 use capwasm::testing::objects::MachinePoolBuilder;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams,
 };
-use kube::{Api, Client};
-use serde_json::json;
+use kube::{Api, Client, ResourceExt as _};
+use serde_json::{Value, json};
 use testenv::flows::{
     Apis, Modules, Objects, condition, create_pool, create_pool_providers, scale, wait_for,
     wait_for_cluster, wait_for_pool,
@@ -38,20 +40,38 @@ fn provider_crds() -> Vec<PathBuf> {
     .collect()
 }
 
-/// Upstream's manager and `capwasm run --controllers providers` on an API
-/// server of their own, a workload server, and a simulated cloud.
-struct ProviderMode {
+/// Which controllers run Cluster and MachinePool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Core {
+    /// Upstream's manager, with `capwasm run --controllers providers` beside it.
+    Upstream,
+    /// `capwasm run` alone, with capwasm's own CRDs.
+    Capwasm,
+}
+
+/// Who `capwasm run` is to the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Identity {
+    /// The admin.
+    Admin,
+    /// The ServiceAccount of `deploy/provider-mode/`, holding its roles.
+    ProviderModeRoles,
+}
+
+/// An install with its own API server, a workload server and a simulated
+/// cloud: upstream's core and capwasm's providers, or capwasm alone.
+struct Install {
     env: TestEnv,
     cloud: simcloud::RunningSimCloud,
     objects: Objects,
     modules: Modules,
     client: Client,
     ns: String,
-    _upstream: UpstreamManager,
-    _operator: OperatorProcess,
+    _upstream: Option<UpstreamManager>,
+    operator: OperatorProcess,
 }
 
-impl ProviderMode {
+impl Install {
     /// Creates Cluster `name` (v1beta2) served by the modules.
     async fn cluster(&self, name: &str) {
         let workload = self.env.workload().unwrap();
@@ -61,31 +81,55 @@ impl ProviderMode {
             .unwrap();
     }
 
+    /// Upstream's core with capwasm's providers.
     async fn start(prefix: &str) -> Self {
-        let build = UpstreamBuild::locate().unwrap();
-        let mut crds = vec![build.crds.clone()];
-        crds.extend(provider_crds());
+        Self::with_core(prefix, Core::Upstream).await
+    }
+
+    async fn with_core(prefix: &str, core: Core) -> Self {
+        Self::with(prefix, core, Identity::Admin).await
+    }
+
+    async fn with(prefix: &str, core: Core, identity: Identity) -> Self {
+        let build = (core == Core::Upstream).then(|| UpstreamBuild::locate().unwrap());
+        let crds = match &build {
+            Some(build) => std::iter::once(build.crds.clone())
+                .chain(provider_crds())
+                .collect(),
+            None => Options::default().crds,
+        };
         let env = TestEnv::start(Options {
             crds,
             ..Options::default()
         })
         .await
         .unwrap();
-        let upstream = UpstreamManager::start(&build, env.management())
-            .await
-            .unwrap();
+        let upstream = match &build {
+            Some(build) => Some(
+                UpstreamManager::start(build, env.management())
+                    .await
+                    .unwrap(),
+            ),
+            None => None,
+        };
         let client = env.management().client().unwrap();
         let ns = env.management().create_namespace(prefix).await.unwrap();
         let (cloud, objects) = Objects::start_cloud(env.workload().unwrap().client().unwrap())
             .await
             .unwrap();
-        let operator = OperatorProcess::start(
-            env.management(),
-            &ns,
-            "providers",
-            &["--controllers=providers"],
-        )
-        .await;
+        let args: &[&str] = match core {
+            Core::Upstream => &["--controllers=providers"],
+            Core::Capwasm => &[],
+        };
+        let operator = match identity {
+            Identity::Admin => OperatorProcess::start(env.management(), &ns, "capwasm", args).await,
+            Identity::ProviderModeRoles => {
+                let (sa_namespace, name) = install_provider_mode_rbac(&client).await;
+                let account = Some((sa_namespace.as_str(), name.as_str()));
+                OperatorProcess::start_as(env.management(), account, &sa_namespace, "capwasm", args)
+                    .await
+            }
+        };
         let modules = objects.modules(&client, &ns).await.unwrap();
         Self {
             env,
@@ -95,14 +139,14 @@ impl ProviderMode {
             client,
             ns,
             _upstream: upstream,
-            _operator: operator,
+            operator,
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
-    let mode = ProviderMode::start("upstream").await;
+    let mode = Install::start("upstream").await;
     let (client, ns, modules) = (&mode.client, &mode.ns, &mode.modules);
     mode.cluster("c1").await;
     let apis = Apis::new(client, ns);
@@ -176,7 +220,7 @@ async fn create_v1beta1(client: &Client, ns: &str, kind: &str, object: serde_jso
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhook() {
-    let mode = ProviderMode::start("v1beta1").await;
+    let mode = Install::start("v1beta1").await;
     let (client, ns) = (&mode.client, &mode.ns);
     let (workload, modules) = (mode.env.workload().unwrap(), &mode.modules);
     mode.objects
@@ -246,7 +290,7 @@ async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhoo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_provider_config_is_surfaced_by_upstream_on_the_pool_and_fixed_in_place() {
-    let mode = ProviderMode::start("badconfig").await;
+    let mode = Install::start("badconfig").await;
     let (client, ns) = (&mode.client, &mode.ns);
     mode.cluster("c1").await;
     let mut providers = mode.objects.providers(&mode.modules);
@@ -292,7 +336,7 @@ async fn a_broken_provider_config_is_surfaced_by_upstream_on_the_pool_and_fixed_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_cluster_holds_its_pool_under_upstream_until_unpaused() {
-    let mode = ProviderMode::start("paused").await;
+    let mode = Install::start("paused").await;
     let (client, ns) = (&mode.client, &mode.ns);
     mode.cluster("c1").await;
     mode.objects
@@ -344,4 +388,358 @@ async fn a_paused_cluster_holds_its_pool_under_upstream_until_unpaused() {
         .await
         .unwrap();
     wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+}
+
+/// Without a controlPlaneRef, upstream counts the control plane initialized
+/// once a control-plane Machine has a Node, which a Cluster of MachinePools
+/// never has: its Cluster stays `Available=Unknown`. capwasm's workload
+/// clusters bring their own control plane; it is initialized once the API
+/// server of the Cluster's kubeconfig answers, and the Cluster is Available.
+const CONTROL_PLANE: &str =
+    "control plane initialized by its API server answering, not by a Machine";
+/// Summaries of Machines (MachineDeployments, MachineSets, control-plane
+/// Machines, MachineHealthChecks), kinds capwasm does not serve.
+const MACHINES: &str = "summary of Machines, which capwasm does not have";
+/// Upstream's cluster cache probes every workload API server all the time;
+/// capwasm reaches it only for a pool's Nodes, and says when it cannot on
+/// the pool (`ReplicasReady`/`WorkloadClusterUnreachable`).
+const PROBE: &str = "no standing connection probe; unreachable workload clusters show on the pools";
+/// capwasm writes v1beta2 conditions only; v1beta1 conditions are
+/// deprecated upstream, and v1beta1 readers get the v1beta2 ones.
+const V1BETA1_CONDITIONS: &str = "v1beta1 conditions not written";
+/// Upstream v1.14's MachinePool controller writes only `Paused` of the
+/// v1beta2 conditions its API declares; capwasm writes them, and
+/// `ReplicasReady` for the Nodes (the v1beta1 name).
+const POOL_CONDITIONS: &str =
+    "v1beta2 MachinePool conditions upstream declares but does not write yet";
+
+/// Differences between upstream's core and capwasm's in what a user sees of
+/// a Running pool, each deliberate and why. The paths are those of
+/// [`observe`].
+const DEVIATIONS: &[(&str, &str)] = &[
+    ("Cluster.status.conditions[Available]", CONTROL_PLANE),
+    (
+        "Cluster.status.conditions[ControlPlaneAvailable]",
+        CONTROL_PLANE,
+    ),
+    (
+        "Cluster.status.conditions[ControlPlaneInitialized]",
+        CONTROL_PLANE,
+    ),
+    (
+        "Cluster.status.initialization.controlPlaneInitialized",
+        CONTROL_PLANE,
+    ),
+    (
+        "Cluster.status.conditions[ControlPlaneMachinesReady]",
+        MACHINES,
+    ),
+    (
+        "Cluster.status.conditions[ControlPlaneMachinesUpToDate]",
+        MACHINES,
+    ),
+    ("Cluster.status.conditions[WorkerMachinesReady]", MACHINES),
+    (
+        "Cluster.status.conditions[WorkerMachinesUpToDate]",
+        MACHINES,
+    ),
+    ("Cluster.status.conditions[RollingOut]", MACHINES),
+    ("Cluster.status.conditions[Remediating]", MACHINES),
+    ("Cluster.status.conditions[RemoteConnectionProbe]", PROBE),
+    (
+        "Cluster.status.deprecated.v1beta1.conditions[ControlPlaneInitialized]",
+        V1BETA1_CONDITIONS,
+    ),
+    (
+        "Cluster.status.deprecated.v1beta1.conditions[InfrastructureReady]",
+        V1BETA1_CONDITIONS,
+    ),
+    (
+        "Cluster.status.deprecated.v1beta1.conditions[Ready]",
+        V1BETA1_CONDITIONS,
+    ),
+    (
+        "MachinePool.status.deprecated.v1beta1.conditions[BootstrapReady]",
+        V1BETA1_CONDITIONS,
+    ),
+    (
+        "MachinePool.status.deprecated.v1beta1.conditions[InfrastructureReady]",
+        V1BETA1_CONDITIONS,
+    ),
+    (
+        "MachinePool.status.deprecated.v1beta1.conditions[Ready]",
+        V1BETA1_CONDITIONS,
+    ),
+    (
+        "MachinePool.status.deprecated.v1beta1.conditions[ReplicasReady]",
+        V1BETA1_CONDITIONS,
+    ),
+    ("MachinePool.status.conditions[Available]", POOL_CONDITIONS),
+    (
+        "MachinePool.status.conditions[BootstrapConfigReady]",
+        POOL_CONDITIONS,
+    ),
+    ("MachinePool.status.conditions[Deleting]", POOL_CONDITIONS),
+    (
+        "MachinePool.status.conditions[InfrastructureReady]",
+        POOL_CONDITIONS,
+    ),
+    (
+        "MachinePool.status.conditions[ReplicasReady]",
+        POOL_CONDITIONS,
+    ),
+];
+
+/// What a user can observe of Cluster `c1`, pool `pool` and their provider
+/// objects, as path → value, without what differs by run (uids, times,
+/// Node names, ports): each Node reference is checked against the
+/// providerID at its index instead.
+async fn observe(install: &Install) -> BTreeMap<String, String> {
+    let client = &install.client;
+    let nodes: Api<Node> = Api::all(install.env.workload().unwrap().client().unwrap());
+    let mut seen = BTreeMap::new();
+    let objects = [
+        (ApiResource::erase::<Cluster>(&()), "c1"),
+        (ApiResource::erase::<MachinePool>(&()), "pool"),
+        (ApiResource::erase::<WasmCluster>(&()), "c1"),
+        (ApiResource::erase::<WasmMachinePool>(&()), "pool"),
+        (ApiResource::erase::<WasmBootstrapConfig>(&()), "pool"),
+    ];
+    for (resource, name) in objects {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &install.ns, &resource);
+        let Some(object) = api.get_opt(name).await.unwrap() else {
+            seen.insert(resource.kind.clone(), "absent".into());
+            continue;
+        };
+        let kind = &resource.kind;
+        let meta = &object.metadata;
+        for (key, value) in meta.labels.iter().flatten() {
+            seen.insert(format!("{kind}.metadata.labels.{key}"), value.clone());
+        }
+        for key in meta.annotations.iter().flatten().map(|(k, _)| k) {
+            seen.insert(format!("{kind}.metadata.annotations.{key}"), "set".into());
+        }
+        let mut finalizers = meta.finalizers.clone().unwrap_or_default();
+        finalizers.sort();
+        seen.insert(format!("{kind}.metadata.finalizers"), finalizers.join(","));
+        for owner in meta.owner_references.iter().flatten() {
+            seen.insert(
+                format!("{kind}.metadata.ownerReferences.{}", owner.kind),
+                format!(
+                    "{} controller={:?} blockOwnerDeletion={:?}",
+                    owner.api_version, owner.controller, owner.block_owner_deletion
+                ),
+            );
+        }
+        let generation = meta.generation;
+        let mut data = object.data.clone();
+        if let Some(generation_seen) = data.pointer_mut("/status/observedGeneration") {
+            let current = generation_seen.as_i64() == generation;
+            *generation_seen = json!(if current { "current" } else { "behind" });
+        }
+        if let Some(port) = data.pointer_mut("/spec/controlPlaneEndpoint/port") {
+            *port = json!("set");
+        }
+        let ids = data
+            .pointer_mut("/spec/providerIDList")
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let ids: Vec<String> = serde_json::from_value(ids).unwrap_or_default();
+        if !ids.is_empty() {
+            seen.insert(
+                format!("{kind}.spec.providerIDList"),
+                format!("{} IDs", ids.len()),
+            );
+        }
+        if let Some(refs) = data.pointer_mut("/status/nodeRefs").map(std::mem::take) {
+            let refs: Vec<ObjectReference> = serde_json::from_value(refs).unwrap();
+            for (i, node) in refs.iter().enumerate() {
+                let node_id = nodes
+                    .get_opt(node.name.as_deref().unwrap_or_default())
+                    .await
+                    .unwrap()
+                    .and_then(|n| n.spec)
+                    .and_then(|s| s.provider_id);
+                let at_index = node_id.is_some() && node_id.as_ref() == ids.get(i);
+                seen.insert(
+                    format!("{kind}.status.nodeRefs[{i}]"),
+                    format!(
+                        "{} {} the Node of providerIDList[{i}]: {at_index}",
+                        node.api_version.as_deref().unwrap_or_default(),
+                        node.kind.as_deref().unwrap_or_default(),
+                    ),
+                );
+            }
+        }
+        for part in ["spec", "status"] {
+            if let Some(value) = data.get(part) {
+                flatten(&format!("{kind}.{part}"), value, &mut seen);
+            }
+        }
+    }
+    // What each install names its own way: its namespace (in module
+    // names), its cloud's address, the cloud's instance IDs.
+    for (path, value) in &mut seen {
+        if path.contains(".status.instances[") {
+            *value = "set".into();
+        }
+        *value = value
+            .replace(&install.ns, "<namespace>")
+            .replace(&install.objects.cloud_endpoint, "<cloud>");
+    }
+    seen
+}
+
+/// Leaves of `value` under `path`; conditions as type → status, without
+/// times, reasons or messages.
+fn flatten(path: &str, value: &Value, out: &mut BTreeMap<String, String>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                flatten(&format!("{path}.{key}"), value, out);
+            }
+        }
+        Value::Array(items) if path.ends_with("conditions") => {
+            for item in items {
+                out.insert(
+                    format!("{path}[{}]", item["type"].as_str().unwrap_or_default()),
+                    item["status"].as_str().unwrap_or_default().into(),
+                );
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                flatten(&format!("{path}[{i}]"), item, out);
+            }
+        }
+        leaf => {
+            out.insert(path.into(), leaf.to_string());
+        }
+    }
+}
+
+/// `observe`, once it gives the same answer three times a second apart:
+/// both cores at rest.
+async fn observe_at_rest(install: &Install) -> BTreeMap<String, String> {
+    let mut last = observe(install).await;
+    let mut same = 0;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = observe(install).await;
+        same = if now == last { same + 1 } else { 0 };
+        if same == 2 {
+            return now;
+        }
+        last = now;
+    }
+    panic!("never at rest; last seen {last:#?}")
+}
+
+/// The same inputs, a Cluster and a 3-replica pool, under upstream's core
+/// and under capwasm's: every observable difference is listed in
+/// [`DEVIATIONS`] with its reason, and every listed one still happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_core_and_capwasm_core_end_in_the_same_observable_state() {
+    let mut states = Vec::new();
+    for core in [Core::Upstream, Core::Capwasm] {
+        let install = Install::with_core("differential", core).await;
+        install.cluster("c1").await;
+        let (client, ns) = (&install.client, &install.ns);
+        install
+            .objects
+            .create_pool(client, ns, "pool", "c1", 3, &install.modules)
+            .await
+            .unwrap();
+        let apis = Apis::new(client, ns);
+        wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+        states.push(observe_at_rest(&install).await);
+    }
+    let (upstream, capwasm) = (&states[0], &states[1]);
+    let paths: BTreeSet<&String> = upstream.keys().chain(capwasm.keys()).collect();
+    let differences: BTreeMap<&str, (Option<&String>, Option<&String>)> = paths
+        .into_iter()
+        .filter(|path| upstream.get(*path) != capwasm.get(*path))
+        .map(|path| (path.as_str(), (upstream.get(path), capwasm.get(path))))
+        .collect();
+    let listed: BTreeSet<&str> = DEVIATIONS.iter().map(|(path, _)| *path).collect();
+    let show = |v: Option<&String>| v.map_or("-", String::as_str).to_owned();
+    let unlisted: Vec<String> = differences
+        .iter()
+        .filter(|(path, _)| !listed.contains(*path))
+        .map(|(path, (up, us))| format!("{path}: upstream {} capwasm {}", show(*up), show(*us)))
+        .collect();
+    let gone: Vec<_> = listed
+        .iter()
+        .filter(|path| !differences.contains_key(*path))
+        .collect();
+    assert!(
+        unlisted.is_empty() && gone.is_empty(),
+        "differences not listed:\n{}\nlisted but not seen: {gone:?}",
+        unlisted.join("\n")
+    );
+}
+
+/// Applies the RBAC objects `kubectl apply -k deploy/provider-mode/` makes
+/// (and their Namespace) for real; its ServiceAccount, as (namespace, name).
+async fn install_provider_mode_rbac(client: &Client) -> (String, String) {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/provider-mode"
+    ));
+    let objects = testenv::kustomize::objects(&dir).unwrap();
+    let kind = |o: &DynamicObject| o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+    let mut account = None;
+    for object in objects {
+        let kind = kind(&object);
+        if !matches!(
+            kind.as_str(),
+            "Namespace"
+                | "ServiceAccount"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Role"
+                | "RoleBinding"
+        ) {
+            continue;
+        }
+        testenv::kustomize::apply(client, &object, &PatchParams::apply("capwasm-tests"))
+            .await
+            .unwrap();
+        if kind == "ServiceAccount" {
+            account = Some((object.namespace().unwrap_or_default(), object.name_any()));
+        }
+    }
+    account.expect("deploy/provider-mode/ has a ServiceAccount")
+}
+
+/// The operator as `deploy/provider-mode/` runs it — its ServiceAccount,
+/// only its roles — beside upstream's core: a pool to Running, scaled, and
+/// its Cluster deleted with nothing left, and no request of the operator's
+/// forbidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provider_mode_roles_are_all_the_operator_needs_beside_upstream() {
+    let mode = Install::with("rbac", Core::Upstream, Identity::ProviderModeRoles).await;
+    let (client, ns) = (&mode.client, &mode.ns);
+    mode.cluster("c1").await;
+    mode.objects
+        .create_pool(client, ns, "pool", "c1", 2, &mode.modules)
+        .await
+        .unwrap();
+    let apis = Apis::new(client, ns);
+    wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    scale(&apis.pools, "pool", 1).await.unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 1).await;
+    apis.clusters
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&apis.clusters, "c1", "the Cluster is gone", |c| c.is_none()).await;
+    assert!(apis.infra_pools.get_opt("pool").await.unwrap().is_none());
+    assert!(apis.configs.get_opt("pool").await.unwrap().is_none());
+    let refused = mode.operator.refusals();
+    assert!(
+        refused.is_empty(),
+        "a rule of deploy/provider-mode/ is missing:\n{}",
+        refused.join("\n")
+    );
 }

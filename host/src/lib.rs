@@ -13,6 +13,7 @@ pub mod operator;
 pub mod report;
 pub mod simcloud;
 pub mod wasm;
+pub mod webhook;
 pub mod workload;
 
 #[cfg(any(test, feature = "testing"))]

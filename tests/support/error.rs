@@ -64,6 +64,9 @@ pub enum Error {
     /// The simulated cloud did not start.
     #[error("the simulated cloud did not start: {0}")]
     Cloud(String),
+    /// A manifest is not a Kubernetes object capwasm's tests can apply.
+    #[error("invalid manifest: {0}")]
+    Manifest(String),
     /// A CRD did not become established in time.
     #[error("CRD {0} was not established within the deadline")]
     CrdNotEstablished(String),

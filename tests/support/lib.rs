@@ -19,6 +19,7 @@ mod env;
 mod error;
 mod etcd;
 pub mod flows;
+pub mod kustomize;
 pub mod operator;
 mod ports;
 mod probe;

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{self, Signal};
@@ -54,6 +55,7 @@ pub struct OperatorProcess {
     child: Child,
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     pub address: String,
+    refused: Arc<Mutex<Vec<String>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -71,11 +73,41 @@ impl OperatorProcess {
         instance: &str,
         args: &[&str],
     ) -> Self {
+        Self::start_as(management, None, namespace, instance, args).await
+    }
+
+    /// The same, authenticated as ServiceAccount `service_account`
+    /// (namespace, name) when given, as a pod running as it is: the admin
+    /// credentials impersonate it, so the API server authorizes every
+    /// request by that ServiceAccount's roles.
+    ///
+    /// # Panics
+    ///
+    /// As [`OperatorProcess::start`].
+    pub async fn start_as(
+        management: &ApiServer,
+        service_account: Option<(&str, &str)>,
+        namespace: &str,
+        instance: &str,
+        args: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a directory");
         let kubeconfig = dir.path().join("kubeconfig");
+        let mut config = management.kubeconfig().clone();
+        if let Some((sa_namespace, name)) = service_account {
+            for user in &mut config.auth_infos {
+                let auth = user.auth_info.get_or_insert_default();
+                auth.impersonate = Some(format!("system:serviceaccount:{sa_namespace}:{name}"));
+                auth.impersonate_groups = Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{sa_namespace}"),
+                    "system:authenticated".into(),
+                ]);
+            }
+        }
         std::fs::write(
             &kubeconfig,
-            management.kubeconfig_yaml().expect("a kubeconfig"),
+            serde_yaml_ng::to_string(&config).expect("a kubeconfig"),
         )
         .expect("the kubeconfig written");
         let address = free_address();
@@ -94,8 +126,18 @@ impl OperatorProcess {
             .spawn()
             .expect("capwasm run started");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("its stderr")).lines();
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let keep = |line: &str, refused: &Mutex<Vec<String>>| {
+            if line.to_lowercase().contains("forbidden") {
+                refused
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line.to_owned());
+            }
+        };
         let leads = tokio::time::timeout(START, async {
             while let Ok(Some(line)) = lines.next_line().await {
+                keep(&line, &refused);
                 if line.contains("became the leader") {
                     return true;
                 }
@@ -103,14 +145,33 @@ impl OperatorProcess {
             false
         })
         .await;
-        assert_eq!(leads, Ok(true), "capwasm run did not become the leader");
+        assert_eq!(
+            leads,
+            Ok(true),
+            "capwasm run did not become the leader; refused: {:?}",
+            refused.lock().unwrap_or_else(PoisonError::into_inner)
+        );
         // Drained, so the process never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let drained = Arc::clone(&refused);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                keep(&line, &drained);
+            }
+        });
         Self {
             child,
             address,
+            refused,
             _dir: dir,
         }
+    }
+
+    /// The log lines so far that say a request was forbidden.
+    pub fn refusals(&self) -> Vec<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn pid(&self) -> Pid {

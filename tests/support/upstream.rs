@@ -1,7 +1,8 @@
 //! Upstream Cluster API's core manager, built from its Go module by
 //! `tests/upstream-capi/build.sh`, run against an [`ApiServer`] the way a
 //! user runs it beside capwasm's providers: MachinePool on, topology off, no
-//! leader election, every address on loopback.
+//! leader election, every address on loopback, its conversion and admission
+//! webhooks registered.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,6 +24,8 @@ pub struct UpstreamBuild {
     pub manager: PathBuf,
     /// Its CRDs (`config/crd/bases` of the same module version).
     pub crds: PathBuf,
+    /// Its admission webhook configurations (`config/webhook/manifests.yaml`).
+    pub webhooks: PathBuf,
 }
 
 impl UpstreamBuild {
@@ -33,10 +36,13 @@ impl UpstreamBuild {
         let build = Self {
             manager: dir.join("manager"),
             crds: dir.join("crds"),
+            webhooks: dir.join("webhooks.yaml"),
         };
-        if !build.manager.is_file() || !build.crds.is_dir() {
+        let complete =
+            build.manager.is_file() && build.crds.is_dir() && build.webhooks.is_file();
+        if !complete {
             return Err(Error::Binaries(format!(
-                "{} has no manager and crds/; run `make upstream-capi`",
+                "{} has no manager, crds/ and webhooks.yaml; run `make upstream-capi`",
                 dir.display()
             )));
         }
@@ -90,6 +96,11 @@ impl UpstreamManager {
         let mut manager = Self { process };
         manager.wait_ready(&health).await?;
         convert_through(server, webhook_port, &ca.cert_pem()).await?;
+        let webhooks = std::fs::read_to_string(&build.webhooks).map_err(|source| Error::Io {
+            path: build.webhooks.clone(),
+            source,
+        })?;
+        admit_through(server, webhook_port, &ca.cert_pem(), &webhooks).await?;
         Ok(manager)
     }
 
@@ -109,6 +120,124 @@ impl UpstreamManager {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// The kinds whose admission webhooks are registered: those the tests
+/// create, defaulted and validated as a clusterctl install does. The others'
+/// webhooks are left out: some are served only with features off here.
+const ADMITTED: [&str; 2] = ["clusters", "machinepools"];
+
+/// Registers upstream's generated webhook configurations (`manifests`, with
+/// a Service upstream's kustomization fills in) for [`ADMITTED`], calling the
+/// manager on `port` trusted through `ca`, and waits until the API server
+/// calls them.
+async fn admit_through(server: &ApiServer, port: u16, ca: &str, manifests: &str) -> Result<()> {
+    use base64::Engine as _;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    use serde::Deserialize as _;
+    use serde_json::Value;
+
+    let invalid = |e: String| Error::Binaries(format!("upstream's webhook manifests: {e}"));
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    let client = server.client()?;
+    let mut registered = 0;
+    for document in serde_yaml_ng::Deserializer::from_str(manifests) {
+        let mut configuration = Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
+        let Some(kind) = configuration["kind"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let webhooks: Vec<Value> = configuration["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|webhook| {
+                webhook["rules"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|rule| {
+                        rule["resources"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|r| r.as_str().is_some_and(|r| ADMITTED.contains(&r)))
+                    })
+            })
+            .map(|webhook| {
+                let mut webhook = webhook.clone();
+                let path = webhook["clientConfig"]["service"]["path"].clone();
+                let path = path.as_str().unwrap_or_default();
+                webhook["clientConfig"] = serde_json::json!({
+                    "url": format!("https://127.0.0.1:{port}{path}"),
+                    "caBundle": ca_bundle,
+                });
+                webhook
+            })
+            .collect();
+        registered += webhooks.len();
+        configuration["webhooks"] = Value::Array(webhooks);
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            &kind,
+        ));
+        let object: DynamicObject =
+            serde_json::from_value(configuration).map_err(|e| invalid(e.to_string()))?;
+        Api::<DynamicObject>::all_with(client.clone(), &resource)
+            .create(&PostParams::default(), &object)
+            .await?;
+    }
+    if registered == 0 {
+        return Err(invalid(format!("no webhook for {ADMITTED:?}")));
+    }
+    defaulting_is_live(&client).await
+}
+
+/// Waits until the API server calls the manager's MachinePool defaulting:
+/// a dry-run pool without the cluster-name label comes back with it.
+async fn defaulting_is_live(client: &kube::Client) -> Result<()> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "cluster.x-k8s.io",
+        "v1beta2",
+        "MachinePool",
+    ));
+    let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let pool: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "MachinePool",
+        "metadata": { "name": "webhook-probe" },
+        "spec": { "clusterName": "probe", "template": { "spec": {
+            "clusterName": "probe",
+            "bootstrap": { "dataSecretName": "probe" },
+            "infrastructureRef": {
+                "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "Probe", "name": "probe",
+            },
+        }}},
+    }))
+    .map_err(|e| Error::Binaries(format!("webhook probe: {e}")))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let started = Instant::now();
+    loop {
+        let defaulted = pools.create(&dry_run, &pool).await.ok().is_some_and(|p| {
+            p.metadata
+                .labels
+                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/cluster-name"))
+        });
+        if defaulted {
+            return Ok(());
+        }
+        if started.elapsed() > READY {
+            return Err(Error::Binaries(format!(
+                "upstream's MachinePool defaulting webhook not called within {READY:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

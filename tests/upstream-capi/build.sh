@@ -30,7 +30,7 @@ report() {
   fi
 }
 
-if [ -x "$dir/manager" ] && [ -d "$dir/crds" ]; then
+if [ -x "$dir/manager" ] && [ -d "$dir/crds" ] && [ -s "$dir/webhooks.yaml" ]; then
   report "${1:-}"
   exit 0
 fi
@@ -39,7 +39,7 @@ mkdir -p "$cache_root"
 # One build at a time per cache: parallel test binaries wait for the first.
 exec 9>"$cache_root/.cluster-api-build.lock"
 flock 9
-if [ -x "$dir/manager" ] && [ -d "$dir/crds" ]; then
+if [ -x "$dir/manager" ] && [ -d "$dir/crds" ] && [ -s "$dir/webhooks.yaml" ]; then
   report "${1:-}"
   exit 0
 fi
@@ -77,6 +77,9 @@ chmod -R u+w "$staging/src"
 ) >>"$log" 2>&1 ||
   { tail -n 30 "$log" >&2; fail "building Cluster API $version's manager failed (full log: $log)"; }
 cp -r "$staging/src/core/config/crd/bases" "$staging/crds"
+# Its generated admission webhook configurations, which a clusterctl install
+# applies with the CRDs.
+cp "$staging/src/core/config/webhook/manifests.yaml" "$staging/webhooks.yaml"
 chmod -R u+w "$staging/src"
 rm -rf "$staging/src"
 printf 'upstream-capi: built in %ss\n' "$(($(date +%s) - started))" >&2

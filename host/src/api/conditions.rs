@@ -23,6 +23,12 @@ pub enum ConditionType {
     ControlPlaneInitialized,
     /// The object is being deleted; the reason says what it waits for.
     Deleting,
+    /// Every MachinePool of the Cluster is Available.
+    WorkersAvailable,
+    /// A MachinePool of the Cluster has fewer replicas than it wants.
+    ScalingUp,
+    /// A MachinePool of the Cluster has more replicas than it wants.
+    ScalingDown,
 }
 
 impl ConditionType {
@@ -37,6 +43,9 @@ impl ConditionType {
             Self::ReplicasReady => "ReplicasReady",
             Self::ControlPlaneInitialized => "ControlPlaneInitialized",
             Self::Deleting => "Deleting",
+            Self::WorkersAvailable => "WorkersAvailable",
+            Self::ScalingUp => "ScalingUp",
+            Self::ScalingDown => "ScalingDown",
         }
     }
 }
@@ -106,6 +115,20 @@ reasons! {
     NotPaused,
     /// Not being deleted.
     NotDeleting,
+    /// Every MachinePool is Available.
+    Available,
+    /// A MachinePool is not Available.
+    NotAvailable,
+    /// The Cluster has no MachinePools.
+    NoWorkers,
+    /// A MachinePool is creating replicas.
+    ScalingUp,
+    /// No MachinePool is creating replicas.
+    NotScalingUp,
+    /// A MachinePool is removing replicas.
+    ScalingDown,
+    /// No MachinePool is removing replicas.
+    NotScalingDown,
     /// A kubeconfig generated from the Cluster's CA was made anew before its certificate expired.
     KubeconfigRotated,
     /// The Cluster named by `spec.clusterName` does not exist.

@@ -161,8 +161,8 @@ impl Context {
 
     /// One Event per condition whose status or reason changed from `before`
     /// to `after` (named after the new reason, its message as the note). A
-    /// condition that first appears at rest (not paused, not deleting) says
-    /// nothing worth an Event.
+    /// condition that first appears at rest (not paused, not deleting, not
+    /// scaling, no workers) says nothing worth an Event.
     pub async fn announce(
         &self,
         object: &ObjectReference,
@@ -179,7 +179,15 @@ impl Context {
                 continue;
             };
             let new = !before.iter().any(|b| b.type_ == condition.type_);
-            if unchanged || (new && matches!(reason, Reason::NotPaused | Reason::NotDeleting)) {
+            let at_rest = matches!(
+                reason,
+                Reason::NotPaused
+                    | Reason::NotDeleting
+                    | Reason::NotScalingUp
+                    | Reason::NotScalingDown
+                    | Reason::NoWorkers
+            );
+            if unchanged || (new && at_rest) {
                 continue;
             }
             self.publish(

@@ -187,9 +187,13 @@ impl<K: Reconciler> Scope<K> {
         self.object.namespace().unwrap_or_default()
     }
 
-    /// The object as the controller of objects it adopts.
+    /// The object as the controller of objects it adopts, blocking their
+    /// owner's foreground deletion as upstream's `NewControllerRef` does.
     pub fn controller_reference(&self) -> OwnerReference {
-        self.object.controller_owner_ref(&()).unwrap_or_default()
+        OwnerReference {
+            block_owner_deletion: Some(true),
+            ..self.object.controller_owner_ref(&()).unwrap_or_default()
+        }
     }
 
     /// The object, for Events.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Resource as _, ResourceExt as _};
+use kube::{Api, ResourceExt as _};
 use serde_json::json;
 
 use super::CONTROLLER;
@@ -124,7 +124,7 @@ async fn generate(
                 labels::CLUSTER_NAME.to_owned(),
                 scope.object.name_any(),
             )])),
-            owner_references: scope.object.controller_owner_ref(&()).map(|o| vec![o]),
+            owner_references: Some(vec![scope.controller_reference()]),
             ..kube::api::ObjectMeta::default()
         },
         type_: Some(CLUSTER_SECRET_TYPE.to_owned()),

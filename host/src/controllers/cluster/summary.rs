@@ -19,6 +19,9 @@ pub fn summarize(scope: &mut Scope<Cluster>, pools: &[std::sync::Arc<MachinePool
         ));
     }
     scope.status.workers = workers(pools);
+    for condition in workers_conditions(pools) {
+        scope.set(condition);
+    }
     let init = scope.status.initialization.clone().unwrap_or_default();
     let cluster = scope.object.clone();
     let observed = Observed {
@@ -50,6 +53,66 @@ pub fn summarize(scope: &mut Scope<Cluster>, pools: &[std::sync::Arc<MachinePool
     tracing::trace!(cluster = cluster.name_any(), "summarized");
 }
 
+/// `WorkersAvailable`, `ScalingUp` and `ScalingDown`: upstream's summaries
+/// of the Cluster's MachinePools (it has no other workers).
+fn workers_conditions(pools: &[std::sync::Arc<MachinePool>]) -> [Desired; 3] {
+    let names = |pick: &dyn Fn(&MachinePool) -> bool| {
+        let mut names: Vec<String> = pools
+            .iter()
+            .filter(|p| pick(p))
+            .map(|p| p.name_any())
+            .collect();
+        names.sort();
+        names.join(", ")
+    };
+    let available = |p: &MachinePool| {
+        p.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Available" && c.status == "True")
+        })
+    };
+    let current = |p: &MachinePool| p.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    let workers = if pools.is_empty() {
+        Desired::holds(ConditionType::WorkersAvailable, Reason::NoWorkers, "")
+    } else {
+        let unavailable = names(&|p| !available(p));
+        if unavailable.is_empty() {
+            Desired::holds(ConditionType::WorkersAvailable, Reason::Available, "")
+        } else {
+            let message = format!("MachinePools not available: {unavailable}");
+            Desired::fails(
+                ConditionType::WorkersAvailable,
+                Reason::NotAvailable,
+                message,
+            )
+        }
+    };
+    let scaling = |type_, yes, no, pick: &dyn Fn(&MachinePool) -> bool| {
+        let scaling = names(pick);
+        if scaling.is_empty() {
+            Desired::fails(type_, no, "")
+        } else {
+            Desired::holds(type_, yes, format!("MachinePools: {scaling}"))
+        }
+    };
+    [
+        workers,
+        scaling(
+            ConditionType::ScalingUp,
+            Reason::ScalingUp,
+            Reason::NotScalingUp,
+            &|p| current(p) < p.desired_replicas(),
+        ),
+        scaling(
+            ConditionType::ScalingDown,
+            Reason::ScalingDown,
+            Reason::NotScalingDown,
+            &|p| current(p) > p.desired_replicas(),
+        ),
+    ]
+}
+
 /// The replica counts of the Cluster's MachinePools, summed; none without pools.
 fn workers(pools: &[std::sync::Arc<MachinePool>]) -> Option<WorkersStatus> {
     if pools.is_empty() {
@@ -62,12 +125,16 @@ fn workers(pools: &[std::sync::Arc<MachinePool>]) -> Option<WorkersStatus> {
         replicas: sum(&|p| p.status.as_ref()?.replicas),
         ready_replicas: sum(&|p| p.status.as_ref()?.ready_replicas),
         available_replicas: sum(&|p| p.status.as_ref()?.available_replicas),
+        up_to_date_replicas: sum(&|p| p.status.as_ref()?.up_to_date_replicas),
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
     use super::*;
+    use crate::api::{ConditionStatus, conditions};
     use crate::testing::objects::MachinePoolBuilder;
 
     #[test]
@@ -83,5 +150,76 @@ mod tests {
         assert_eq!(summed.replicas, Some(3));
         assert_eq!(summed.ready_replicas, Some(2));
         assert_eq!(summed.available_replicas, Some(0));
+        assert_eq!(summed.up_to_date_replicas, Some(0));
+    }
+
+    #[test]
+    fn workers_conditions_summarize_the_pools() {
+        let status = |c: &Desired| (c.type_, c.status, c.reason);
+        let [workers, up, down] = workers_conditions(&[]);
+        assert_eq!(
+            [status(&workers), status(&up), status(&down)],
+            [
+                (
+                    ConditionType::WorkersAvailable,
+                    ConditionStatus::True,
+                    Reason::NoWorkers
+                ),
+                (
+                    ConditionType::ScalingUp,
+                    ConditionStatus::False,
+                    Reason::NotScalingUp
+                ),
+                (
+                    ConditionType::ScalingDown,
+                    ConditionStatus::False,
+                    Reason::NotScalingDown
+                ),
+            ]
+        );
+        let pool = |name, desired, current, available: bool| {
+            let mut pool = MachinePoolBuilder::new("ns", name, "c")
+                .replicas(desired)
+                .build();
+            let status = pool.status.get_or_insert_default();
+            status.replicas = Some(current);
+            let condition = if available {
+                Desired::holds(ConditionType::Available, Reason::Ready, "")
+            } else {
+                Desired::fails(ConditionType::Available, Reason::NotReady, "")
+            };
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            conditions::set(&mut status.conditions, condition, None, &now);
+            std::sync::Arc::new(pool)
+        };
+        let pools = [
+            pool("grow", 3, 1, false),
+            pool("shrink", 1, 2, true),
+            pool("still", 2, 2, true),
+        ];
+        let [workers, up, down] = workers_conditions(&pools);
+        assert_eq!(
+            [status(&workers), status(&up), status(&down)],
+            [
+                (
+                    ConditionType::WorkersAvailable,
+                    ConditionStatus::False,
+                    Reason::NotAvailable
+                ),
+                (
+                    ConditionType::ScalingUp,
+                    ConditionStatus::True,
+                    Reason::ScalingUp
+                ),
+                (
+                    ConditionType::ScalingDown,
+                    ConditionStatus::True,
+                    Reason::ScalingDown
+                ),
+            ]
+        );
+        assert_eq!(workers.message, "MachinePools not available: grow");
+        assert_eq!(up.message, "MachinePools: grow");
+        assert_eq!(down.message, "MachinePools: shrink");
     }
 }

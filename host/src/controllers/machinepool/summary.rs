@@ -47,6 +47,21 @@ pub fn summarize(scope: &mut Scope<MachinePool>) {
         available,
         pool.spec.replicas,
     ));
+    // Upstream's v1beta1 counters are omitted when zero (`omitempty` ints).
+    if let Some(v1beta1) = scope
+        .status
+        .deprecated
+        .as_mut()
+        .and_then(|d| d.v1beta1.as_mut())
+    {
+        for counter in [
+            &mut v1beta1.ready_replicas,
+            &mut v1beta1.available_replicas,
+            &mut v1beta1.unavailable_replicas,
+        ] {
+            *counter = counter.filter(|n| *n != 0);
+        }
+    }
     // The phases create the v1beta1 part on first use; none at all when nothing is in it.
     if scope.status.deprecated.as_ref().is_some_and(|d| {
         d.v1beta1

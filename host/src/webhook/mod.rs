@@ -1,0 +1,113 @@
+//! The conversion webhook of capwasm's own Cluster and MachinePool CRDs,
+//! which serve `cluster.x-k8s.io/v1beta1` beside the v1beta2 storage
+//! version: an HTTPS server the API server calls with ConversionReviews
+//! (`/convert`), its certificate kept in a Secret every replica shares, and
+//! the CRDs pointed at it with that certificate's CA.
+//!
+//! Only standalone mode serves it; beside upstream Cluster API, upstream's
+//! CRDs and webhook serve v1beta1.
+
+mod certs;
+mod inject;
+mod review;
+mod server;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use certs::{ServingCert, generate as generate_cert};
+pub use inject::{Endpoint, point_crds_at};
+pub use review::{Converter, review};
+pub use server::Server;
+
+/// How long between two attempts when the certificate or the CRDs cannot be
+/// written: the webhook is not served meanwhile, v1beta2 is unaffected.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// Where and as what the webhook is served.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The address its HTTPS server listens on.
+    pub bind: SocketAddr,
+    /// The namespace of its certificate Secret and Service.
+    pub namespace: String,
+    /// The certificate Secret (`kubernetes.io/tls`, with `ca.crt`).
+    pub secret: String,
+    /// How the API server reaches it.
+    pub endpoint: Endpoint,
+}
+
+/// Why the webhook is not served.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The certificate Secret could not be read or made.
+    #[error("cannot read or create the webhook certificate Secret {namespace}/{name}")]
+    Secret {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Secret holds no usable certificate and key.
+    #[error("the webhook certificate Secret {0} holds no usable tls.crt, tls.key and ca.crt")]
+    InvalidSecret(String),
+    /// Generating the certificate failed.
+    #[error("cannot generate the webhook certificate")]
+    Generate(#[source] rcgen::Error),
+    /// TLS could not be set up with the certificate.
+    #[error("cannot serve TLS with the webhook certificate")]
+    Tls(#[source] rustls::Error),
+    /// The address cannot be listened on.
+    #[error("cannot listen on {0} (--webhook-bind-address)")]
+    Bind(SocketAddr, #[source] std::io::Error),
+    /// A CRD could not be pointed at the webhook.
+    #[error("cannot point CRD {crd} at the conversion webhook")]
+    Crd {
+        /// The CRD.
+        crd: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Serves the webhook until the process ends: the certificate from its
+/// Secret (made the first time), the HTTPS server, then the CRDs pointed at
+/// it. A step that fails is logged with its cause and tried again, so the
+/// operator runs on with v1beta2 while the webhook cannot be served.
+pub async fn run(client: kube::Client, settings: Settings, convert: Converter) {
+    let cert = loop {
+        match certs::ensure(&client, &settings).await {
+            Ok(cert) => break cert,
+            Err(error) => not_serving(&error).await,
+        }
+    };
+    let server = loop {
+        match Server::bind(settings.bind, &cert, convert).await {
+            Ok(server) => break server,
+            Err(error) => not_serving(&error).await,
+        }
+    };
+    tracing::info!(address = %server.address(), "serving the conversion webhook");
+    let serving = tokio::spawn(server.serve());
+    while let Err(error) = point_crds_at(&client, &settings.endpoint, &cert.ca_pem).await {
+        not_serving(&error).await;
+    }
+    let _ = serving.await;
+}
+
+async fn not_serving(error: &Error) {
+    tracing::error!(
+        error = %crate::report::error_chain(error),
+        retry_in = ?RETRY,
+        "the v1beta1 conversion webhook is not served"
+    );
+    tokio::time::sleep(RETRY).await;
+}
+
+/// The converter as the server shares it.
+pub(crate) type SharedConverter = Arc<Converter>;
