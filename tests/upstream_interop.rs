@@ -4,145 +4,23 @@
 //! only capwasm's provider kinds beside it, with nothing of capwasm's core.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use capwasm::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachinePool};
-use capwasm::simcloud::{self, InstanceState};
+use capwasm::simcloud::InstanceState;
 use capwasm::testing::objects::MachinePoolBuilder;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams,
 };
-use kube::{Api, Client, ResourceExt as _};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 use testenv::flows::{
-    Apis, Modules, Objects, condition, create_pool, create_pool_providers, scale, wait_for,
-    wait_for_cluster, wait_for_pool,
+    Apis, condition, create_pool, create_pool_providers, scale, wait_for, wait_for_cluster,
+    wait_for_pool,
 };
-use testenv::operator::OperatorProcess;
-use testenv::upstream::{UpstreamBuild, UpstreamManager};
-use testenv::{Options, TestEnv};
-
-/// capwasm's CRDs a provider-mode install has: the provider kinds and
-/// ProviderModule, not Cluster or MachinePool.
-fn provider_crds() -> Vec<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../crds"));
-    [
-        "bootstrap.cluster.x-k8s.io_wasmbootstrapconfigs.yaml",
-        "infrastructure.cluster.x-k8s.io_wasmclusters.yaml",
-        "infrastructure.cluster.x-k8s.io_wasmmachinepools.yaml",
-        "runtime.capwasm.dev_providermodules.yaml",
-    ]
-    .iter()
-    .map(|file| dir.join(file))
-    .collect()
-}
-
-/// Which controllers run Cluster and MachinePool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Core {
-    /// Upstream's manager, with `capwasm run --controllers providers` beside it.
-    Upstream,
-    /// `capwasm run` alone, with capwasm's own CRDs.
-    Capwasm,
-}
-
-/// Who `capwasm run` is to the API server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Identity {
-    /// The admin.
-    Admin,
-    /// The ServiceAccount of `deploy/provider-mode/`, holding its roles.
-    ProviderModeRoles,
-}
-
-/// An install with its own API server, a workload server and a simulated
-/// cloud: upstream's core and capwasm's providers, or capwasm alone.
-struct Install {
-    env: TestEnv,
-    cloud: simcloud::RunningSimCloud,
-    objects: Objects,
-    modules: Modules,
-    client: Client,
-    ns: String,
-    _upstream: Option<UpstreamManager>,
-    operator: OperatorProcess,
-}
-
-impl Install {
-    /// Creates Cluster `name` (v1beta2) served by the modules.
-    async fn cluster(&self, name: &str) {
-        let workload = self.env.workload().unwrap();
-        self.objects
-            .create_cluster(&self.client, workload, &self.ns, name, &self.modules)
-            .await
-            .unwrap();
-    }
-
-    /// Upstream's core with capwasm's providers.
-    async fn start(prefix: &str) -> Self {
-        Self::with_core(prefix, Core::Upstream).await
-    }
-
-    async fn with_core(prefix: &str, core: Core) -> Self {
-        Self::with(prefix, core, Identity::Admin).await
-    }
-
-    async fn with(prefix: &str, core: Core, identity: Identity) -> Self {
-        let build = (core == Core::Upstream).then(|| UpstreamBuild::locate().unwrap());
-        let crds = match &build {
-            Some(build) => std::iter::once(build.crds.clone())
-                .chain(provider_crds())
-                .collect(),
-            None => Options::default().crds,
-        };
-        let env = TestEnv::start(Options {
-            crds,
-            ..Options::default()
-        })
-        .await
-        .unwrap();
-        let upstream = match &build {
-            Some(build) => Some(
-                UpstreamManager::start(build, env.management())
-                    .await
-                    .unwrap(),
-            ),
-            None => None,
-        };
-        let client = env.management().client().unwrap();
-        let ns = env.management().create_namespace(prefix).await.unwrap();
-        let (cloud, objects) = Objects::start_cloud(env.workload().unwrap().client().unwrap())
-            .await
-            .unwrap();
-        let args: &[&str] = match core {
-            Core::Upstream => &["--controllers=providers"],
-            Core::Capwasm => &[],
-        };
-        let operator = match identity {
-            Identity::Admin => OperatorProcess::start(env.management(), &ns, "capwasm", args).await,
-            Identity::ProviderModeRoles => {
-                let (sa_namespace, name) = install_provider_mode_rbac(&client).await;
-                let account = Some((sa_namespace.as_str(), name.as_str()));
-                OperatorProcess::start_as(env.management(), account, &sa_namespace, "capwasm", args)
-                    .await
-            }
-        };
-        let modules = objects.modules(&client, &ns).await.unwrap();
-        Self {
-            env,
-            cloud,
-            objects,
-            modules,
-            client,
-            ns,
-            _upstream: upstream,
-            operator,
-        }
-    }
-}
+use testenv::install::{Core, Identity, Install};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
@@ -677,39 +555,6 @@ async fn upstream_core_and_capwasm_core_end_in_the_same_observable_state() {
         "differences not listed:\n{}\nlisted but not seen: {gone:?}",
         unlisted.join("\n")
     );
-}
-
-/// Applies the RBAC objects `kubectl apply -k deploy/provider-mode/` makes
-/// (and their Namespace) for real; its ServiceAccount, as (namespace, name).
-async fn install_provider_mode_rbac(client: &Client) -> (String, String) {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/provider-mode"
-    ));
-    let objects = testenv::kustomize::objects(&dir).unwrap();
-    let kind = |o: &DynamicObject| o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
-    let mut account = None;
-    for object in objects {
-        let kind = kind(&object);
-        if !matches!(
-            kind.as_str(),
-            "Namespace"
-                | "ServiceAccount"
-                | "ClusterRole"
-                | "ClusterRoleBinding"
-                | "Role"
-                | "RoleBinding"
-        ) {
-            continue;
-        }
-        testenv::kustomize::apply(client, &object, &PatchParams::apply("capwasm-tests"))
-            .await
-            .unwrap();
-        if kind == "ServiceAccount" {
-            account = Some((object.namespace().unwrap_or_default(), object.name_any()));
-        }
-    }
-    account.expect("deploy/provider-mode/ has a ServiceAccount")
 }
 
 /// The operator as `deploy/provider-mode/` runs it — its ServiceAccount,

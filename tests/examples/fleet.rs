@@ -1,25 +1,39 @@
-//! A fleet at once: creates `CLUSTERS` Clusters with `POOLS` MachinePools of
-//! `REPLICAS` each (every Cluster's kubeconfig points at the one workload
-//! API server, every pool served by kubeadm-bootstrap and sim-infrastructure),
-//! waits until every pool is Running with all its Nodes, then deletes the
-//! Clusters and waits until they are gone. Prints one line of figures:
+//! The fleet race: the same fleet — `CLUSTERS` Clusters with `POOLS`
+//! MachinePools of `REPLICAS` each, every Cluster's kubeconfig pointing at
+//! one workload API server, every pool served by kubeadm-bootstrap and
+//! sim-infrastructure — driven once by capwasm standalone (`capwasm run`)
+//! and once by upstream Cluster API's core manager with `capwasm run
+//! --controllers providers` beside it, each on a control plane of its own.
+//! For each: seconds until each pool was first Running with all its Nodes
+//! (median and last), seconds to delete every Cluster, API writes per pool
+//! until all were Running (the management API server's own count of
+//! non-read requests, less the fleet's creation and leader Leases), and CPU
+//! seconds and peak resident memory of the controller processes (the
+//! simulated cloud and the API servers excluded); then the ratio.
 //!
-//!     fleet: clusters=10 pools=20 nodes=60 running-p50=<s> running-max=<s> delete=<s> cpu=<s> rss=<MiB>
-//!
-//! `cpu` and `rss` are this process's: the operator, the simulated cloud and
-//! the harness (kube-apiserver and etcd run as their own processes).
-//!
-//!     make fleet-bench     (or: cargo run --release -p capwasm-tests --example fleet [CLUSTERS POOLS REPLICAS])
+//!     make fleet-bench FLEET="50 2 3"
+//!     cargo run --release -p capwasm-tests --example fleet [CLUSTERS POOLS REPLICAS]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use kube::api::{DeleteParams, ListParams};
-use testenv::flows::Scenario;
+use testenv::flows::Apis;
+use testenv::install::{Core, Install};
+use testenv::usage::{self, Usage};
 
-const TIMEOUT: Duration = Duration::from_secs(300);
+const TIMEOUT: Duration = Duration::from_secs(900);
 const POLL: Duration = Duration::from_millis(200);
+
+/// What one core did with the fleet.
+struct Figures {
+    running_p50: f64,
+    running_last: f64,
+    delete: f64,
+    writes_per_pool: f64,
+    usage: Usage,
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -29,23 +43,147 @@ async fn main() -> anyhow::Result<()> {
             a.parse().with_context(|| format!("not a count: {a}"))
         })
     };
-    let (clusters, pools, replicas) = (next(10)?, next(2)?, next(3)?);
+    let (clusters, pools, replicas) = (next(50)?, next(2)?, next(3)?);
+    let total = clusters * pools;
+    println!(
+        "fleet race: {clusters} Clusters, {total} MachinePools, {} Nodes, on {} cores",
+        total * replicas,
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    );
+    println!(
+        "{:<30} {:>11} {:>12} {:>8} {:>11} {:>8} {:>9}",
+        "core", "running p50", "running last", "delete", "writes/pool", "cpu", "peak rss"
+    );
+    let mut results = Vec::new();
+    for (core, label) in [
+        (Core::Capwasm, "capwasm standalone"),
+        (Core::Upstream, "upstream core + capwasm providers"),
+    ] {
+        let figures = Box::pin(race(core, clusters, pools, replicas)).await?;
+        println!(
+            "{label:<30} {:>10.1}s {:>11.1}s {:>7.1}s {:>11.1} {:>7.1}s {:>6}MiB",
+            figures.running_p50,
+            figures.running_last,
+            figures.delete,
+            figures.writes_per_pool,
+            figures.usage.cpu_seconds,
+            figures.usage.peak_rss_bytes >> 20,
+        );
+        results.push(figures);
+    }
+    let (ours, theirs) = (&results[0], &results[1]);
+    println!(
+        "ratio upstream/capwasm: to all Running {:.2}x (median {:.2}x), deletion {:.2}x, cpu {:.2}x",
+        theirs.running_last / ours.running_last,
+        theirs.running_p50 / ours.running_p50,
+        theirs.delete / ours.delete,
+        theirs.usage.cpu_seconds / ours.usage.cpu_seconds,
+    );
+    Ok(())
+}
 
-    let scenario = Scenario::new("fleet").await;
-    let cpu_before = cpu_seconds()?;
+/// The fleet under `core`, from nothing to deleted.
+async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::Result<Figures> {
+    let install = Install::with_core("fleet", core).await;
+    let client = &install.client;
+    let apis = Apis::new(client, &install.ns);
+    let processes = || {
+        let mut pids = vec![install.operator.process_id()];
+        pids.extend(
+            install
+                .upstream
+                .as_ref()
+                .map(testenv::upstream::UpstreamManager::process_id),
+        );
+        pids
+    };
+    let usage_now = || {
+        processes()
+            .into_iter()
+            .map(usage::of_tree)
+            .fold(Usage::default(), |sum, u| Usage {
+                cpu_seconds: sum.cpu_seconds + u.cpu_seconds,
+                peak_rss_bytes: sum.peak_rss_bytes + u.peak_rss_bytes,
+            })
+    };
+    let before = usage_now();
+    let writes_before = writes(client).await?;
     let started = Instant::now();
     for c in 0..clusters {
         let cluster = format!("c{c}");
-        scenario.cluster(&cluster).await;
+        install.cluster(&cluster).await;
         for p in 0..pools {
-            scenario
-                .pool(&format!("{cluster}-p{p}"), &cluster, replicas)
-                .await;
+            install
+                .objects
+                .create_pool(
+                    client,
+                    &install.ns,
+                    &format!("{cluster}-p{p}"),
+                    &cluster,
+                    replicas,
+                    &install.modules,
+                )
+                .await?;
         }
     }
+    // What the fleet's creation wrote: per Cluster its kubeconfig Secret,
+    // WasmCluster and itself; per pool its two provider objects and itself.
+    let created = 3 * (clusters + pools);
 
-    // Seconds from the start until each pool was first seen Running with all its Nodes.
-    let total = usize::try_from(clusters * pools)?;
+    let times = running_times(&apis, usize::try_from(clusters * pools)?, replicas, started).await?;
+    let written = writes(client).await? - writes_before - f64::from(created);
+
+    let delete = delete_all(&apis).await?;
+    let after = usage_now();
+    Ok(Figures {
+        running_p50: times[times.len() / 2],
+        running_last: times[times.len() - 1],
+        delete,
+        writes_per_pool: written / f64::from(clusters * pools),
+        usage: Usage {
+            cpu_seconds: after.cpu_seconds - before.cpu_seconds,
+            peak_rss_bytes: after.peak_rss_bytes,
+        },
+    })
+}
+
+/// Requests the management API server has served that write, by anyone,
+/// leader Leases apart (`apiserver_request_total`).
+async fn writes(client: &kube::Client) -> anyhow::Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let mut total = 0.0;
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let label = |name: &str| {
+            line.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+        };
+        let read = matches!(label("verb"), "GET" | "LIST" | "WATCH" | "CONNECT");
+        if read || label("resource") == "leases" {
+            continue;
+        }
+        total += line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    }
+    Ok(total)
+}
+
+/// Seconds from `started` until each pool was first seen Running with all
+/// `replicas` Nodes, sorted.
+async fn running_times(
+    apis: &Apis,
+    total: usize,
+    replicas: i32,
+    started: Instant,
+) -> anyhow::Result<Vec<f64>> {
     let mut running: BTreeMap<String, f64> = BTreeMap::new();
     while running.len() < total {
         if started.elapsed() > TIMEOUT {
@@ -54,15 +192,14 @@ async fn main() -> anyhow::Result<()> {
                 running.len()
             );
         }
-        for pool in scenario.apis.pools.list(&ListParams::default()).await? {
+        for pool in apis.pools.list(&ListParams::default()).await? {
             let done = pool.status.as_ref().is_some_and(|s| {
                 s.phase.as_deref() == Some("Running")
                     && i32::try_from(s.node_refs.len()).ok() == Some(replicas)
             });
             if done {
-                let name = kube::ResourceExt::name_any(&pool);
                 running
-                    .entry(name)
+                    .entry(kube::ResourceExt::name_any(&pool))
                     .or_insert_with(|| started.elapsed().as_secs_f64());
             }
         }
@@ -70,66 +207,29 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut times: Vec<f64> = running.into_values().collect();
     times.sort_by(f64::total_cmp);
+    Ok(times)
+}
 
+/// Deletes every Cluster; seconds until they and their pools are gone.
+async fn delete_all(apis: &Apis) -> anyhow::Result<f64> {
     let deleting = Instant::now();
-    scenario
-        .apis
-        .clusters
+    apis.clusters
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
     loop {
-        let left = scenario
-            .apis
+        let left = apis
             .clusters
             .list(&ListParams::default())
             .await?
             .items
             .len()
-            + scenario
-                .apis
-                .pools
-                .list(&ListParams::default())
-                .await?
-                .items
-                .len();
+            + apis.pools.list(&ListParams::default()).await?.items.len();
         if left == 0 {
-            break;
+            return Ok(deleting.elapsed().as_secs_f64());
         }
         if deleting.elapsed() > TIMEOUT {
             bail!("{left} Clusters and MachinePools left after {TIMEOUT:?}");
         }
         tokio::time::sleep(POLL).await;
     }
-    let delete = deleting.elapsed().as_secs_f64();
-    let cpu = cpu_seconds()? - cpu_before;
-
-    println!(
-        "fleet: clusters={clusters} pools={total} nodes={} running-p50={:.1}s running-max={:.1}s delete={delete:.1}s cpu={cpu:.1}s rss={}MiB",
-        total * usize::try_from(replicas)?,
-        times[times.len() / 2],
-        times[times.len() - 1],
-        resident_mib()?,
-    );
-    Ok(())
-}
-
-/// User and system CPU time of this process so far.
-fn cpu_seconds() -> anyhow::Result<f64> {
-    use nix::sys::resource::{UsageWho, getrusage};
-    use nix::sys::time::TimeValLike as _;
-    let usage = getrusage(UsageWho::RUSAGE_SELF)?;
-    let micros = usage.user_time().num_microseconds() + usage.system_time().num_microseconds();
-    Ok(Duration::from_micros(u64::try_from(micros)?).as_secs_f64())
-}
-
-/// Resident memory of this process (`/proc/self/status`), in MiB.
-fn resident_mib() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .context("no VmRSS in /proc/self/status")?
-        .parse()?;
-    Ok(kib / 1024)
 }

@@ -19,6 +19,7 @@ mod env;
 mod error;
 mod etcd;
 pub mod flows;
+pub mod install;
 pub mod kustomize;
 pub mod operator;
 mod ports;
@@ -27,6 +28,7 @@ mod process;
 mod rundir;
 mod stack;
 pub mod upstream;
+pub mod usage;
 
 pub use apiserver::ApiServer;
 pub use binaries::Binaries;

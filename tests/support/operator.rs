@@ -190,6 +190,15 @@ impl OperatorProcess {
             .expect("the metrics endpoint accepts")
     }
 
+    /// The process's id.
+    ///
+    /// # Panics
+    ///
+    /// If it has been reaped.
+    pub fn process_id(&self) -> u32 {
+        self.child.id().expect("the process is running")
+    }
+
     /// The most memory the process has held resident so far (VmHWM), in bytes.
     ///
     /// # Panics

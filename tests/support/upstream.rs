@@ -38,8 +38,7 @@ impl UpstreamBuild {
             crds: dir.join("crds"),
             webhooks: dir.join("webhooks.yaml"),
         };
-        let complete =
-            build.manager.is_file() && build.crds.is_dir() && build.webhooks.is_file();
+        let complete = build.manager.is_file() && build.crds.is_dir() && build.webhooks.is_file();
         if !complete {
             return Err(Error::Binaries(format!(
                 "{} has no manager, crds/ and webhooks.yaml; run `make upstream-capi`",
@@ -102,6 +101,11 @@ impl UpstreamManager {
         })?;
         admit_through(server, webhook_port, &ca.cert_pem(), &webhooks).await?;
         Ok(manager)
+    }
+
+    /// The id of the process running it (a shell whose child is the manager).
+    pub fn process_id(&self) -> u32 {
+        self.process.pid()
     }
 
     async fn wait_ready(&mut self, health: &str) -> Result<()> {

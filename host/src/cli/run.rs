@@ -20,6 +20,7 @@ use crate::controllers::{Controllers, Settings};
 use crate::leader::{self, Election};
 use crate::operator::{Config, Operator};
 use crate::wasm::{PrecompiledCache, RuntimeSettings};
+use crate::webhook;
 
 /// Flags of `capwasm run`.
 #[derive(Debug, clap::Args)]
@@ -66,6 +67,22 @@ pub struct Args {
     /// by default the operator's own (as for the Lease). `*` allows any.
     #[arg(long, value_name = "NAMESPACE")]
     credentials_namespace: Option<String>,
+    /// Where the conversion webhook of `cluster.x-k8s.io/v1beta1` listens
+    /// (standalone mode only).
+    #[arg(long, default_value = "127.0.0.1:9443", value_name = "ADDR")]
+    webhook_bind_address: SocketAddr,
+    /// The Secret in the operator's namespace holding the webhook's
+    /// certificate (`tls.crt`, `tls.key`, `ca.crt`); generated if missing.
+    #[arg(long, default_value = "capwasm-webhook-cert", value_name = "NAME")]
+    webhook_cert_secret: String,
+    /// The Service in the operator's namespace the API server calls the
+    /// webhook through (port 443).
+    #[arg(long, default_value = "capwasm-webhook", value_name = "NAME")]
+    webhook_service: String,
+    /// Call the webhook at this URL instead (`https://host:port/convert`),
+    /// for an operator running outside the cluster.
+    #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
+    webhook_url: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -113,6 +130,13 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
+    let webhook = matches!(args.controllers, Which::All).then(|| {
+        tokio::spawn(webhook::run(
+            client.clone(),
+            webhook_settings(args, &namespace),
+            webhook::converter(),
+        ))
+    });
     let election_client = client;
     let operator = Operator::new(kube, config).context("cannot start the operator")?;
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
@@ -155,6 +179,9 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         Ok(())
     };
     server.abort();
+    if let Some(webhook) = webhook {
+        webhook.abort();
+    }
     tracing::info!("capwasm stopped");
     result
 }
@@ -173,6 +200,22 @@ fn operator_namespace(given: Option<&str>) -> String {
         },
         str::to_owned,
     )
+}
+
+/// The conversion webhook's settings from the flags.
+fn webhook_settings(args: &Args, namespace: &str) -> webhook::Settings {
+    webhook::Settings {
+        bind: args.webhook_bind_address,
+        namespace: namespace.to_owned(),
+        secret: args.webhook_cert_secret.clone(),
+        endpoint: args.webhook_url.clone().map_or_else(
+            || webhook::Endpoint::Service {
+                name: args.webhook_service.clone(),
+                namespace: namespace.to_owned(),
+            },
+            webhook::Endpoint::Url,
+        ),
+    }
 }
 
 /// This replica's identity in the Lease: its pod name, or host name and process id.

@@ -66,8 +66,14 @@ pub async fn ensure(client: &kube::Client, settings: &Settings) -> Result<Servin
         },
         type_: Some("kubernetes.io/tls".into()),
         data: Some(BTreeMap::from([
-            (CERT.to_owned(), ByteString(cert.cert_pem.clone().into_bytes())),
-            (KEY.to_owned(), ByteString(cert.key_pem.clone().into_bytes())),
+            (
+                CERT.to_owned(),
+                ByteString(cert.cert_pem.clone().into_bytes()),
+            ),
+            (
+                KEY.to_owned(),
+                ByteString(cert.key_pem.clone().into_bytes()),
+            ),
             (CA.to_owned(), ByteString(cert.ca_pem.clone().into_bytes())),
         ])),
         ..Secret::default()
@@ -186,7 +192,9 @@ mod tests {
             namespace: "capwasm-system".into(),
         }));
         assert!(service.contains(&"capwasm-webhook.capwasm-system.svc".to_owned()));
-        let url = names(&settings(Endpoint::Url("https://10.1.2.3:9443/convert".into())));
+        let url = names(&settings(Endpoint::Url(
+            "https://10.1.2.3:9443/convert".into(),
+        )));
         assert!(url.contains(&"10.1.2.3".to_owned()), "{url:?}");
     }
 
@@ -198,8 +206,14 @@ mod tests {
         assert!(!format!("{cert:?}").contains("PRIVATE KEY"));
         let secret = Secret {
             data: Some(BTreeMap::from([
-                (CERT.to_owned(), ByteString(cert.cert_pem.clone().into_bytes())),
-                (KEY.to_owned(), ByteString(cert.key_pem.clone().into_bytes())),
+                (
+                    CERT.to_owned(),
+                    ByteString(cert.cert_pem.clone().into_bytes()),
+                ),
+                (
+                    KEY.to_owned(),
+                    ByteString(cert.key_pem.clone().into_bytes()),
+                ),
                 (CA.to_owned(), ByteString(cert.ca_pem.clone().into_bytes())),
             ])),
             ..Secret::default()
@@ -208,6 +222,9 @@ mod tests {
         assert_eq!(read.ca_pem, cert.ca_pem);
         let mut partial = secret;
         partial.data.as_mut().unwrap().remove(CA);
-        assert!(matches!(from_secret(&partial, "s"), Err(Error::InvalidSecret(_))));
+        assert!(matches!(
+            from_secret(&partial, "s"),
+            Err(Error::InvalidSecret(_))
+        ));
     }
 }

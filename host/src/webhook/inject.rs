@@ -4,8 +4,8 @@
 
 use base64::Engine as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
 use kube::CustomResourceExt as _;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::Error;

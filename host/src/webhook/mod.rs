@@ -109,5 +109,10 @@ async fn not_serving(error: &Error) {
     tokio::time::sleep(RETRY).await;
 }
 
+/// capwasm's conversions: Cluster and MachinePool between v1beta1 and v1beta2.
+pub fn converter() -> Converter {
+    |object, version| crate::api::v1beta1::convert(object, version).map_err(|e| e.to_string())
+}
+
 /// The converter as the server shares it.
 pub(crate) type SharedConverter = Arc<Converter>;

@@ -61,7 +61,10 @@ pub fn review(request: &Value, convert: Converter) -> Value {
             Err(message) => {
                 return failed(
                     request.uid,
-                    format!("cannot convert {name} to {}: {message}", request.desired_api_version),
+                    format!(
+                        "cannot convert {name} to {}: {message}",
+                        request.desired_api_version
+                    ),
                 );
             }
         }

@@ -31,7 +31,11 @@ pub struct Server {
 
 impl Server {
     /// Listens on `bind` with `cert`.
-    pub async fn bind(bind: SocketAddr, cert: &ServingCert, convert: Converter) -> Result<Self, Error> {
+    pub async fn bind(
+        bind: SocketAddr,
+        cert: &ServingCert,
+        convert: Converter,
+    ) -> Result<Self, Error> {
         let tls = tls_config(cert)?;
         let listener = TcpListener::bind(bind)
             .await

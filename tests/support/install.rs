@@ -1,0 +1,208 @@
+//! A whole install on an API server of its own, as a user has it: capwasm
+//! alone (`capwasm run`, capwasm's CRDs), or upstream Cluster API's manager
+//! with `capwasm run --controllers providers` beside it (upstream's CRDs and
+//! capwasm's provider kinds); a workload API server, a simulated cloud, and
+//! the provider modules in service.
+
+use std::path::PathBuf;
+
+use kube::api::{DynamicObject, PatchParams};
+use kube::{Client, ResourceExt as _};
+
+use crate::flows::{Modules, Objects};
+use crate::operator::OperatorProcess;
+use crate::upstream::{UpstreamBuild, UpstreamManager};
+use crate::{Options, TestEnv};
+use capwasm::simcloud;
+
+/// capwasm's CRDs a provider-mode install has: the provider kinds and
+/// ProviderModule, not Cluster or MachinePool.
+pub fn provider_crds() -> Vec<PathBuf> {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../crds"));
+    [
+        "bootstrap.cluster.x-k8s.io_wasmbootstrapconfigs.yaml",
+        "infrastructure.cluster.x-k8s.io_wasmclusters.yaml",
+        "infrastructure.cluster.x-k8s.io_wasmmachinepools.yaml",
+        "runtime.capwasm.dev_providermodules.yaml",
+    ]
+    .iter()
+    .map(|file| dir.join(file))
+    .collect()
+}
+
+/// Which controllers run Cluster and MachinePool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Core {
+    /// Upstream's manager, with `capwasm run --controllers providers` beside it.
+    Upstream,
+    /// `capwasm run` alone, with capwasm's own CRDs.
+    Capwasm,
+}
+
+/// Who `capwasm run` is to the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// The admin.
+    Admin,
+    /// The ServiceAccount of `deploy/provider-mode/`, holding its roles.
+    ProviderModeRoles,
+}
+
+/// An install with its own API server, a workload server and a simulated
+/// cloud: upstream's core and capwasm's providers, or capwasm alone.
+pub struct Install {
+    /// The management and workload API servers.
+    pub env: TestEnv,
+    /// The simulated cloud.
+    pub cloud: simcloud::RunningSimCloud,
+    /// Makes objects the cloud and modules serve.
+    pub objects: Objects,
+    /// The provider modules in service.
+    pub modules: Modules,
+    /// An admin client of the management server.
+    pub client: Client,
+    /// The namespace of the objects.
+    pub ns: String,
+    /// Upstream's manager, with [`Core::Upstream`].
+    pub upstream: Option<UpstreamManager>,
+    /// `capwasm run`.
+    pub operator: OperatorProcess,
+}
+
+impl Install {
+    /// Creates Cluster `name` (v1beta2) served by the modules.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot be created.
+    pub async fn cluster(&self, name: &str) {
+        let workload = self.env.workload().expect("a part of the install");
+        self.objects
+            .create_cluster(&self.client, workload, &self.ns, name, &self.modules)
+            .await
+            .expect("a part of the install");
+    }
+
+    /// Upstream's core with capwasm's providers, objects in namespace
+    /// `<prefix>-<random>`.
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start.
+    pub async fn start(prefix: &str) -> Self {
+        Self::with_core(prefix, Core::Upstream).await
+    }
+
+    /// `core` with `capwasm run` as the admin.
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start.
+    pub async fn with_core(prefix: &str, core: Core) -> Self {
+        Self::with(prefix, core, Identity::Admin).await
+    }
+
+    /// `core` with `capwasm run` as `identity`.
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start.
+    pub async fn with(prefix: &str, core: Core, identity: Identity) -> Self {
+        let build = (core == Core::Upstream)
+            .then(|| UpstreamBuild::locate().expect("a part of the install"));
+        let crds = match &build {
+            Some(build) => std::iter::once(build.crds.clone())
+                .chain(provider_crds())
+                .collect(),
+            None => Options::default().crds,
+        };
+        let env = TestEnv::start(Options {
+            crds,
+            ..Options::default()
+        })
+        .await
+        .expect("a part of the install");
+        let upstream = match &build {
+            Some(build) => Some(
+                UpstreamManager::start(build, env.management())
+                    .await
+                    .expect("a part of the install"),
+            ),
+            None => None,
+        };
+        let client = env.management().client().expect("a part of the install");
+        let ns = env
+            .management()
+            .create_namespace(prefix)
+            .await
+            .expect("a part of the install");
+        let (cloud, objects) = Objects::start_cloud(
+            env.workload()
+                .expect("a part of the install")
+                .client()
+                .expect("a part of the install"),
+        )
+        .await
+        .expect("a part of the install");
+        let args: &[&str] = match core {
+            Core::Upstream => &["--controllers=providers"],
+            Core::Capwasm => &[],
+        };
+        let operator = match identity {
+            Identity::Admin => OperatorProcess::start(env.management(), &ns, "capwasm", args).await,
+            Identity::ProviderModeRoles => {
+                let (sa_namespace, name) = install_provider_mode_rbac(&client).await;
+                let account = Some((sa_namespace.as_str(), name.as_str()));
+                OperatorProcess::start_as(env.management(), account, &sa_namespace, "capwasm", args)
+                    .await
+            }
+        };
+        let modules = objects
+            .modules(&client, &ns)
+            .await
+            .expect("a part of the install");
+        Self {
+            env,
+            cloud,
+            objects,
+            modules,
+            client,
+            ns,
+            upstream,
+            operator,
+        }
+    }
+}
+
+/// Applies the RBAC objects `kubectl apply -k deploy/provider-mode/` makes
+/// (and their Namespace) for real; its ServiceAccount, as (namespace, name).
+async fn install_provider_mode_rbac(client: &Client) -> (String, String) {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/provider-mode"
+    ));
+    let objects = crate::kustomize::objects(&dir).expect("deploy/provider-mode/ renders");
+    let kind = |o: &DynamicObject| o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+    let mut account = None;
+    for object in objects {
+        let kind = kind(&object);
+        if !matches!(
+            kind.as_str(),
+            "Namespace"
+                | "ServiceAccount"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Role"
+                | "RoleBinding"
+        ) {
+            continue;
+        }
+        crate::kustomize::apply(client, &object, &PatchParams::apply("capwasm-tests"))
+            .await
+            .expect("the provider-mode RBAC applied");
+        if kind == "ServiceAccount" {
+            account = Some((object.namespace().unwrap_or_default(), object.name_any()));
+        }
+    }
+    account.expect("deploy/provider-mode/ has a ServiceAccount")
+}
