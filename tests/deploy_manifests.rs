@@ -808,6 +808,18 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
         &as_operator,
         &[
             request("watch", "cluster.x-k8s.io", "machinepools", None),
+            // The conversion webhook (not run in-process here): its
+            // certificate Secret and the CRDs it points at itself.
+            request("create", "", "secrets", Some(&sa_namespace)),
+            ResourceAttributes {
+                name: Some("machinepools.cluster.x-k8s.io".into()),
+                ..request(
+                    "patch",
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    None,
+                )
+            },
             request(
                 "create",
                 "coordination.k8s.io",

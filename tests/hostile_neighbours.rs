@@ -373,7 +373,7 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
 
     let (slowest, failures) = probe.stop().await;
     let peak = operator.peak_rss_bytes();
-    let operator = Arc::into_inner(operator).expect("the probe let go of the process");
+    let mut operator = Arc::into_inner(operator).expect("the probe let go of the process");
     let (status, exit) = operator.terminate(SIGTERM_BOUND).await;
     eprintln!(
         "good pool to Running: alone {alone:.1?}, beside {} hostile pools {beside:.1?} ({:.2}x); \

@@ -19,7 +19,7 @@ use testenv::operator::{self, OperatorProcess};
 async fn run_serves_health_and_metrics_holds_the_lease_and_releases_it_on_sigterm() {
     let env = TestEnv::shared().await.unwrap();
     let ns = env.management().create_namespace("leader").await.unwrap();
-    let operator = OperatorProcess::start(env.management(), &ns, "replica-1", &[]).await;
+    let mut operator = OperatorProcess::start(env.management(), &ns, "replica-1", &[]).await;
 
     assert_eq!(operator.get("/healthz").await.0, 200);
     assert_eq!(operator.get("/readyz").await.0, 200);

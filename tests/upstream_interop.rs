@@ -17,8 +17,8 @@ use kube::api::{
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use testenv::flows::{
-    Apis, condition, create_pool, create_pool_providers, scale, wait_for, wait_for_cluster,
-    wait_for_pool,
+    Apis, condition, create_pool, create_pool_providers, create_v1beta1, scale, v1beta1_cluster,
+    v1beta1_pool, wait_for, wait_for_cluster, wait_for_pool,
 };
 use testenv::install::{Core, Identity, Install};
 
@@ -87,15 +87,6 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
     }
 }
 
-/// `object` in `cluster.x-k8s.io/v1beta1`, as a user's manifest has it.
-async fn create_v1beta1(client: &Client, ns: &str, kind: &str, object: serde_json::Value) {
-    let resource =
-        ApiResource::from_gvk(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", kind));
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhook() {
     let mode = Install::start("v1beta1").await;
@@ -105,55 +96,15 @@ async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhoo
         .create_cluster_infrastructure(client, workload, ns, "c1", modules)
         .await
         .unwrap();
-    // v1beta1 references: apiVersion, kind, name.
-    let infrastructure = "infrastructure.cluster.x-k8s.io/v1alpha1";
-    create_v1beta1(
-        client,
-        ns,
-        "Cluster",
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "Cluster",
-            "metadata": { "name": "c1", "namespace": ns },
-            "spec": { "infrastructureRef": {
-                "apiVersion": infrastructure, "kind": "WasmCluster", "name": "c1",
-            }},
-        }),
-    )
-    .await;
+    create_v1beta1(client, ns, &v1beta1_cluster(ns, "c1"))
+        .await
+        .unwrap();
     create_pool_providers(client, ns, "pool", &mode.objects.providers(modules))
         .await
         .unwrap();
-    // What upstream's defaulting webhook would add is written out: the
-    // cluster-name label and the replicas.
-    create_v1beta1(
-        client,
-        ns,
-        "MachinePool",
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "MachinePool",
-            "metadata": {
-                "name": "pool", "namespace": ns,
-                "labels": { "cluster.x-k8s.io/cluster-name": "c1" },
-            },
-            "spec": {
-                "clusterName": "c1",
-                "replicas": 2,
-                "template": { "spec": {
-                    "clusterName": "c1",
-                    "bootstrap": { "configRef": {
-                        "apiVersion": "bootstrap.cluster.x-k8s.io/v1alpha1",
-                        "kind": "WasmBootstrapConfig", "name": "pool",
-                    }},
-                    "infrastructureRef": {
-                        "apiVersion": infrastructure, "kind": "WasmMachinePool", "name": "pool",
-                    },
-                }},
-            },
-        }),
-    )
-    .await;
+    create_v1beta1(client, ns, &v1beta1_pool(ns, "pool", "c1", 2))
+        .await
+        .unwrap();
 
     // Read back in v1beta2, converted by upstream's webhook, and Running.
     let apis = Apis::new(client, ns);

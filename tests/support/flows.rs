@@ -14,7 +14,7 @@ use capwasm::simcloud::{self, RunningSimCloud, SimCloud};
 use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::wait::await_condition;
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -491,4 +491,72 @@ impl Apis {
             infra_clusters: Api::namespaced(client.clone(), namespace),
         }
     }
+}
+
+/// The API of `kind` (`Cluster`, `MachinePool`) in `cluster.x-k8s.io/v1beta1`.
+pub fn v1beta1_api(client: &Client, namespace: &str, kind: &str) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", kind));
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// Creates `object`, a `cluster.x-k8s.io/v1beta1` manifest.
+pub async fn create_v1beta1(
+    client: &Client,
+    namespace: &str,
+    object: &Value,
+) -> Result<DynamicObject> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let object: DynamicObject = serde_json::from_value(object.clone())
+        .map_err(|e| Error::Manifest(format!("a v1beta1 {kind}: {e}")))?;
+    Ok(v1beta1_api(client, namespace, kind)
+        .create(&PostParams::default(), &object)
+        .await?)
+}
+
+/// Cluster `name` as a v1beta1 manifest: a reference with apiVersion,
+/// kind and name to its WasmCluster.
+pub fn v1beta1_cluster(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "Cluster",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": { "infrastructureRef": {
+            "apiVersion": format!("infrastructure.cluster.x-k8s.io/{}", capwasm::api::provider::VERSION),
+            "kind": "WasmCluster",
+            "name": name,
+        }},
+    })
+}
+
+/// MachinePool `name` of `cluster` as a v1beta1 manifest, with the
+/// cluster-name label and the replicas written out as users do, and
+/// references to its WasmBootstrapConfig and WasmMachinePool of the same
+/// name; no `dataSecretName`.
+pub fn v1beta1_pool(namespace: &str, name: &str, cluster: &str, replicas: i32) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachinePool",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": { "cluster.x-k8s.io/cluster-name": cluster },
+        },
+        "spec": {
+            "clusterName": cluster,
+            "replicas": replicas,
+            "template": { "spec": {
+                "clusterName": cluster,
+                "bootstrap": { "configRef": {
+                    "apiVersion": format!("bootstrap.cluster.x-k8s.io/{}", capwasm::api::provider::VERSION),
+                    "kind": "WasmBootstrapConfig",
+                    "name": name,
+                }},
+                "infrastructureRef": {
+                    "apiVersion": format!("infrastructure.cluster.x-k8s.io/{}", capwasm::api::provider::VERSION),
+                    "kind": "WasmMachinePool",
+                    "name": name,
+                },
+            }},
+        },
+    })
 }

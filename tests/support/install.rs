@@ -144,10 +144,21 @@ impl Install {
         )
         .await
         .expect("a part of the install");
-        let args: &[&str] = match core {
-            Core::Upstream => &["--controllers=providers"],
-            Core::Capwasm => &[],
+        // Standalone, the API server calls the v1beta1 conversion webhook
+        // at a loopback URL.
+        let webhook = crate::operator::free_address();
+        let webhook_args = [
+            format!("--webhook-bind-address={webhook}"),
+            format!(
+                "--webhook-url=https://{webhook}{}",
+                capwasm::api::WEBHOOK_PATH
+            ),
+        ];
+        let args: Vec<&str> = match core {
+            Core::Upstream => vec!["--controllers=providers"],
+            Core::Capwasm => webhook_args.iter().map(String::as_str).collect(),
         };
+        let args = args.as_slice();
         let operator = match identity {
             Identity::Admin => OperatorProcess::start(env.management(), &ns, "capwasm", args).await,
             Identity::ProviderModeRoles => {

@@ -17,6 +17,9 @@ use crate::ApiServer;
 use crate::ports::free_port;
 use crate::probe;
 
+/// How many log lines are kept for [`OperatorProcess::log_lines`].
+pub const KEPT_LINES: usize = 20_000;
+
 /// How long the process gets to become the leader.
 const START: Duration = Duration::from_secs(60);
 
@@ -55,7 +58,7 @@ pub struct OperatorProcess {
     child: Child,
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     pub address: String,
-    refused: Arc<Mutex<Vec<String>>>,
+    log: Arc<Mutex<Vec<String>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -126,18 +129,16 @@ impl OperatorProcess {
             .spawn()
             .expect("capwasm run started");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("its stderr")).lines();
-        let refused = Arc::new(Mutex::new(Vec::new()));
-        let keep = |line: &str, refused: &Mutex<Vec<String>>| {
-            if line.to_lowercase().contains("forbidden") {
-                refused
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line.to_owned());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let keep = |line: &str, log: &Mutex<Vec<String>>| {
+            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            if log.len() < KEPT_LINES {
+                log.push(line.to_owned());
             }
         };
         let leads = tokio::time::timeout(START, async {
             while let Ok(Some(line)) = lines.next_line().await {
-                keep(&line, &refused);
+                keep(&line, &log);
                 if line.contains("became the leader") {
                     return true;
                 }
@@ -148,11 +149,11 @@ impl OperatorProcess {
         assert_eq!(
             leads,
             Ok(true),
-            "capwasm run did not become the leader; refused: {:?}",
-            refused.lock().unwrap_or_else(PoisonError::into_inner)
+            "capwasm run did not become the leader; its log: {:?}",
+            log.lock().unwrap_or_else(PoisonError::into_inner)
         );
         // Drained, so the process never blocks on a full pipe.
-        let drained = Arc::clone(&refused);
+        let drained = Arc::clone(&log);
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 keep(&line, &drained);
@@ -161,17 +162,25 @@ impl OperatorProcess {
         Self {
             child,
             address,
-            refused,
+            log,
             _dir: dir,
         }
     }
 
     /// The log lines so far that say a request was forbidden.
     pub fn refusals(&self) -> Vec<String> {
-        self.refused
+        self.log_lines(|line| line.to_lowercase().contains("forbidden"))
+    }
+
+    /// The log lines so far (the first [`KEPT_LINES`]) that `pick` picks.
+    pub fn log_lines(&self, pick: impl Fn(&str) -> bool) -> Vec<String> {
+        self.log
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .iter()
+            .filter(|line| pick(line))
+            .cloned()
+            .collect()
     }
 
     fn pid(&self) -> Pid {
@@ -221,7 +230,7 @@ impl OperatorProcess {
     /// # Panics
     ///
     /// If the process is not gone within `limit`.
-    pub async fn terminate(mut self, limit: Duration) -> (ExitStatus, Duration) {
+    pub async fn terminate(&mut self, limit: Duration) -> (ExitStatus, Duration) {
         let sent = Instant::now();
         signal::kill(self.pid(), Signal::SIGTERM).expect("SIGTERM sent");
         let status = tokio::time::timeout(limit, self.child.wait())

@@ -1,9 +1,10 @@
 //! The CRDs of every kind, generated from the Rust types; `capwasm crds`
 //! prints or writes them and a test keeps `crds/` equal to them.
 //!
-//! Cluster and MachinePool serve only v1beta2 there. [`with_v1beta1`] gives
-//! them v1beta1 too, with the conversion webhook that version needs: without
-//! one the API server would convert by rewriting `apiVersion` alone.
+//! [`all`] has Cluster and MachinePool in v1beta2 alone; [`with_v1beta1`]
+//! gives them v1beta1 too, with the conversion webhook that version needs:
+//! without one the API server would convert by rewriting `apiVersion` alone.
+//! `crds/` holds [`published`].
 
 use k8s_openapi::ByteString;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -68,12 +69,17 @@ pub fn with_v1beta1(
     Ok(crds)
 }
 
-/// `crd` converting between its versions through `webhook`
-/// (`ConversionReview` `v1`).
+/// `crd` converting between its versions through `webhook`.
 pub fn with_conversion_webhook(
     mut crd: CustomResourceDefinition,
     webhook: &ConversionWebhook,
 ) -> CustomResourceDefinition {
+    crd.spec.conversion = Some(conversion(webhook));
+    crd
+}
+
+/// A CRD's `spec.conversion` through `webhook` (`ConversionReview` `v1`).
+pub fn conversion(webhook: &ConversionWebhook) -> CustomResourceConversion {
     let (url, service) = match &webhook.client {
         WebhookClient::Url(url) => (Some(url.clone()), None),
         WebhookClient::Service {
@@ -91,7 +97,7 @@ pub fn with_conversion_webhook(
             }),
         ),
     };
-    crd.spec.conversion = Some(CustomResourceConversion {
+    CustomResourceConversion {
         strategy: "Webhook".into(),
         webhook: Some(WebhookConversion {
             client_config: Some(WebhookClientConfig {
@@ -102,8 +108,31 @@ pub fn with_conversion_webhook(
             }),
             conversion_review_versions: vec!["v1".into()],
         }),
-    });
-    crd
+    }
+}
+
+/// The webhook of the install in `deploy/`: Service `capwasm-webhook` in
+/// `capwasm-system`, path `/convert`. The operator adds its CA (or, run
+/// outside the cluster, its URL) when it starts.
+pub fn installed_webhook() -> ConversionWebhook {
+    ConversionWebhook {
+        client: WebhookClient::Service {
+            namespace: "capwasm-system".into(),
+            name: "capwasm-webhook".into(),
+            path: Some(WEBHOOK_PATH.into()),
+            port: Some(443),
+        },
+        ca_bundle: Vec::new(),
+    }
+}
+
+/// The path the conversion webhook serves.
+pub const WEBHOOK_PATH: &str = "/convert";
+
+/// What `capwasm crds` writes and `crds/` holds: [`with_v1beta1`] through
+/// [`installed_webhook`].
+pub fn published() -> Result<Vec<CustomResourceDefinition>, MergeError> {
+    with_v1beta1(&installed_webhook())
 }
 
 /// Every CRD capwasm serves, in a stable order.
@@ -266,6 +295,28 @@ mod tests {
                 client.ca_bundle,
                 Some(ByteString(b"-----BEGIN CERTIFICATE-----\n".to_vec()))
             );
+        }
+    }
+
+    #[test]
+    fn published_crds_convert_through_the_installed_webhook_service() {
+        for crd in published().unwrap() {
+            let kind = crd.spec.names.kind.clone();
+            let client = crd
+                .spec
+                .conversion
+                .and_then(|c| c.webhook)
+                .and_then(|w| w.client_config);
+            if matches!(kind.as_str(), "Cluster" | "MachinePool") {
+                let service = client.and_then(|c| c.service).unwrap();
+                assert_eq!(
+                    (service.namespace.as_str(), service.name.as_str()),
+                    ("capwasm-system", "capwasm-webhook")
+                );
+                assert_eq!(service.path.as_deref(), Some(WEBHOOK_PATH));
+            } else {
+                assert!(client.is_none(), "{kind} converts nothing");
+            }
         }
     }
 

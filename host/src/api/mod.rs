@@ -18,7 +18,8 @@ pub mod v1beta1;
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use conditions::{ConditionStatus, ConditionType, Reason};
 pub use crds::{
-    ConversionWebhook, WebhookClient, all as crds, kustomization as crds_kustomization,
+    ConversionWebhook, WEBHOOK_PATH, WebhookClient, all as crds, conversion as crd_conversion,
+    installed_webhook, kustomization as crds_kustomization, published as published_crds,
     to_yaml as crds_yaml, with_conversion_webhook, with_v1beta1 as crds_with_v1beta1,
 };
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};

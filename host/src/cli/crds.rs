@@ -14,7 +14,8 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let files = crate::api::crds()
+    let files = crate::api::published_crds()
+        .context("cannot merge the v1beta1 and v1beta2 CRDs")?
         .iter()
         .map(crate::api::crds_yaml)
         .collect::<Result<Vec<_>, _>>()

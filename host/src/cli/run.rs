@@ -15,7 +15,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 
-use crate::api::MachinePool;
+use crate::api::{MachinePool, WEBHOOK_PATH, WebhookClient};
 use crate::controllers::{Controllers, Settings};
 use crate::leader::{self, Election};
 use crate::operator::{Config, Operator};
@@ -130,15 +130,16 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
+    let election_client = client.clone();
+    let operator = Operator::new(kube, config).context("cannot start the operator")?;
+    // Every replica serves the webhook, leader or not: the Service picks any.
     let webhook = matches!(args.controllers, Which::All).then(|| {
         tokio::spawn(webhook::run(
-            client.clone(),
+            client,
             webhook_settings(args, &namespace),
-            webhook::converter(),
+            operator.context().metrics.clone(),
         ))
     });
-    let election_client = client;
-    let operator = Operator::new(kube, config).context("cannot start the operator")?;
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
         .await
         .with_context(|| {
@@ -209,11 +210,13 @@ fn webhook_settings(args: &Args, namespace: &str) -> webhook::Settings {
         namespace: namespace.to_owned(),
         secret: args.webhook_cert_secret.clone(),
         endpoint: args.webhook_url.clone().map_or_else(
-            || webhook::Endpoint::Service {
+            || WebhookClient::Service {
                 name: args.webhook_service.clone(),
                 namespace: namespace.to_owned(),
+                path: Some(WEBHOOK_PATH.into()),
+                port: Some(443),
             },
-            webhook::Endpoint::Url,
+            WebhookClient::Url,
         ),
     }
 }

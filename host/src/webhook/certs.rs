@@ -15,8 +15,8 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use super::inject::Endpoint;
 use super::{Error, Settings};
+use crate::api::WebhookClient;
 
 const CERT: &str = "tls.crt";
 const KEY: &str = "tls.key";
@@ -94,11 +94,13 @@ pub async fn ensure(client: &kube::Client, settings: &Settings) -> Result<Servin
 fn names(settings: &Settings) -> Vec<String> {
     let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
     match &settings.endpoint {
-        Endpoint::Service { name, namespace } => {
+        WebhookClient::Service {
+            name, namespace, ..
+        } => {
             names.push(format!("{name}.{namespace}.svc"));
             names.push(format!("{name}.{namespace}.svc.cluster.local"));
         }
-        Endpoint::Url(url) => {
+        WebhookClient::Url(url) => {
             if let Some(host) = url
                 .strip_prefix("https://")
                 .and_then(|rest| rest.split(['/', ':']).next())
@@ -176,7 +178,7 @@ pub fn generate(names: &[String]) -> Result<ServingCert, rcgen::Error> {
 mod tests {
     use super::*;
 
-    fn settings(endpoint: Endpoint) -> Settings {
+    fn settings(endpoint: WebhookClient) -> Settings {
         Settings {
             bind: "127.0.0.1:0".parse().unwrap(),
             namespace: "capwasm-system".into(),
@@ -187,12 +189,9 @@ mod tests {
 
     #[test]
     fn the_certificate_names_the_service_or_the_urls_host() {
-        let service = names(&settings(Endpoint::Service {
-            name: "capwasm-webhook".into(),
-            namespace: "capwasm-system".into(),
-        }));
+        let service = names(&settings(crate::api::installed_webhook().client));
         assert!(service.contains(&"capwasm-webhook.capwasm-system.svc".to_owned()));
-        let url = names(&settings(Endpoint::Url(
+        let url = names(&settings(WebhookClient::Url(
             "https://10.1.2.3:9443/convert".into(),
         )));
         assert!(url.contains(&"10.1.2.3".to_owned()), "{url:?}");

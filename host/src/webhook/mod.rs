@@ -16,8 +16,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::runtime::reflector::Store;
+
+use crate::api::ContractVersionedObjectReference;
+use crate::api::v1beta1::{BoxError, convert};
+use crate::controllers::external::resolve_in;
+
 pub use certs::{ServingCert, generate as generate_cert};
-pub use inject::{Endpoint, point_crds_at};
+pub use inject::point_crds_at;
 pub use review::{Converter, review};
 pub use server::Server;
 
@@ -35,7 +42,7 @@ pub struct Settings {
     /// The certificate Secret (`kubernetes.io/tls`, with `ca.crt`).
     pub secret: String,
     /// How the API server reaches it.
-    pub endpoint: Endpoint,
+    pub endpoint: crate::api::WebhookClient,
 }
 
 /// Why the webhook is not served.
@@ -76,18 +83,24 @@ pub enum Error {
 }
 
 /// Serves the webhook until the process ends: the certificate from its
-/// Secret (made the first time), the HTTPS server, then the CRDs pointed at
-/// it. A step that fails is logged with its cause and tried again, so the
-/// operator runs on with v1beta2 while the webhook cannot be served.
-pub async fn run(client: kube::Client, settings: Settings, convert: Converter) {
+/// Secret (made the first time), a cache of CRDs (a v1beta1 reference's
+/// apiVersion is its kind's contract version), the HTTPS server, then the
+/// CRDs pointed at it. A step that fails is logged with its cause and tried
+/// again, so the operator runs on with v1beta2 while the webhook cannot be
+/// served. `metrics` count the CRD watch's failures.
+pub async fn run(client: kube::Client, settings: Settings, metrics: crate::controllers::Metrics) {
     let cert = loop {
         match certs::ensure(&client, &settings).await {
             Ok(cert) => break cert,
             Err(error) => not_serving(&error).await,
         }
     };
+    let crds = crate::controllers::cache::crds(&client);
+    let watching = tokio::spawn(crds.run(metrics));
+    crds.ready().await;
+    let convert = converter(crds.store().clone());
     let server = loop {
-        match Server::bind(settings.bind, &cert, convert).await {
+        match Server::bind(settings.bind, &cert, convert.clone()).await {
             Ok(server) => break server,
             Err(error) => not_serving(&error).await,
         }
@@ -98,6 +111,7 @@ pub async fn run(client: kube::Client, settings: Settings, convert: Converter) {
         not_serving(&error).await;
     }
     let _ = serving.await;
+    watching.abort();
 }
 
 async fn not_serving(error: &Error) {
@@ -109,10 +123,15 @@ async fn not_serving(error: &Error) {
     tokio::time::sleep(RETRY).await;
 }
 
-/// capwasm's conversions: Cluster and MachinePool between v1beta1 and v1beta2.
-pub fn converter() -> Converter {
-    |object, version| crate::api::v1beta1::convert(object, version).map_err(|e| e.to_string())
+/// capwasm's conversions: Cluster and MachinePool between v1beta1 and
+/// v1beta2, a reference's version looked up among `crds`.
+pub fn converter(crds: Store<CustomResourceDefinition>) -> Converter {
+    Arc::new(move |object, version| {
+        let versions = |reference: &ContractVersionedObjectReference| {
+            resolve_in(&crds, reference)
+                .map(|resolved| resolved.resource.version)
+                .map_err(|e| Box::new(e) as BoxError)
+        };
+        convert(object, version, &versions).map_err(|e| crate::report::error_chain(&e))
+    })
 }
-
-/// The converter as the server shares it.
-pub(crate) type SharedConverter = Arc<Converter>;

@@ -42,10 +42,13 @@ struct ConversionResponse {
 
 /// Converts one object to an API version (`cluster.x-k8s.io/v1beta1`, say),
 /// or says why it cannot, naming the field.
-pub type Converter = fn(Value, &str) -> Result<Value, String>;
+pub type Converter = std::sync::Arc<dyn Fn(Value, &str) -> Result<Value, String> + Send + Sync>;
 
 /// The response to the ConversionReview `request`.
-pub fn review(request: &Value, convert: Converter) -> Value {
+pub fn review(
+    request: &Value,
+    convert: &(dyn Fn(Value, &str) -> Result<Value, String> + Sync),
+) -> Value {
     let review: ConversionReview = match serde_json::from_value(request.clone()) {
         Ok(review) => review,
         Err(e) => return failed(String::new(), format!("not a ConversionReview: {e}")),
@@ -141,7 +144,7 @@ mod tests {
             { "apiVersion": "x/v1", "kind": "K", "metadata": { "name": "a" } },
             { "apiVersion": "x/v1", "kind": "K", "metadata": { "name": "b" } },
         ]);
-        let response = review(&request(&objects), to_version);
+        let response = review(&request(&objects), &to_version);
         assert_eq!(response["kind"], "ConversionReview");
         assert_eq!(response["response"]["uid"], "u-1");
         assert_eq!(response["response"]["result"]["status"], "Success");
@@ -157,7 +160,7 @@ mod tests {
             { "apiVersion": "x/v1", "kind": "K", "metadata": { "namespace": "ns", "name": "b" },
               "spec": { "bad": true } },
         ]);
-        let response = review(&request(&objects), to_version);
+        let response = review(&request(&objects), &to_version);
         assert_eq!(response["response"]["uid"], "u-1");
         assert_eq!(response["response"]["result"]["status"], "Failure");
         assert_eq!(
@@ -169,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_body_that_is_no_review_fails_saying_so() {
-        let response = review(&json!({ "request": 7 }), to_version);
+        let response = review(&json!({ "request": 7 }), &to_version);
         assert_eq!(response["response"]["result"]["status"], "Failure");
         assert!(
             response["response"]["result"]["message"]

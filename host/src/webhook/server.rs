@@ -13,10 +13,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::Error;
 use super::certs::ServingCert;
-use super::inject::PATH;
 use super::review::{Converter, review};
-use super::{Error, SharedConverter};
 
 /// The most a ConversionReview may weigh: the API server sends one object
 /// per request for writes and a page of them for lists.
@@ -41,9 +40,9 @@ impl Server {
             .await
             .map_err(|e| Error::Bind(bind, e))?;
         let router = Router::new()
-            .route(PATH, post(handle))
+            .route(crate::api::WEBHOOK_PATH, post(handle))
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-            .with_state(Arc::new(convert));
+            .with_state(convert);
         Ok(Self {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
@@ -88,10 +87,10 @@ impl Server {
 }
 
 async fn handle(
-    State(convert): State<SharedConverter>,
+    State(convert): State<Converter>,
     axum::Json(request): axum::Json<serde_json::Value>,
 ) -> axum::Json<serde_json::Value> {
-    axum::Json(review(&request, *convert))
+    axum::Json(review(&request, convert.as_ref()))
 }
 
 fn tls_config(cert: &ServingCert) -> Result<ServerConfig, Error> {

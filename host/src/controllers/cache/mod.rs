@@ -68,6 +68,26 @@ pub struct Caches {
     pub infra_pools_by_cluster: Index<WasmMachinePool>,
 }
 
+/// A cache of CustomResourceDefinitions without their schemas: which
+/// version of a kind implements which contract.
+pub fn crds(client: &Client) -> Cache<CustomResourceDefinition> {
+    Cache::new(
+        "customresourcedefinitions",
+        watcher(Api::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .modify(|crd: &mut CustomResourceDefinition| {
+                crd.managed_fields_mut().clear();
+                crd.annotations_mut().clear();
+                for version in &mut crd.spec.versions {
+                    version.schema = None;
+                    version.additional_printer_columns = None;
+                }
+            })
+            .boxed(),
+        (),
+    )
+}
+
 impl Caches {
     /// Caches of everything the controllers read, through `client`; they
     /// fill once [`Caches::run`] runs.
@@ -90,21 +110,7 @@ impl Caches {
                 watcher::Config::default().labels(labels::CLUSTER_NAME),
             ),
             config_maps: metadata(client, watcher::Config::default()),
-            crds: Cache::new(
-                "customresourcedefinitions",
-                watcher(Api::all(client.clone()), watcher::Config::default())
-                    .default_backoff()
-                    .modify(|crd: &mut CustomResourceDefinition| {
-                        crd.managed_fields_mut().clear();
-                        crd.annotations_mut().clear();
-                        for version in &mut crd.spec.versions {
-                            version.schema = None;
-                            version.additional_printer_columns = None;
-                        }
-                    })
-                    .boxed(),
-                (),
-            ),
+            crds: crds(client),
             pools_by_cluster,
             pools_by_reference,
             clusters_by_reference,

@@ -136,6 +136,31 @@ pub struct Adopter<'a> {
     pub manager: &'a str,
 }
 
+/// The served version (and contract) of the reference's kind among `crds`:
+/// the CRD named `<plural>.<group>`, or else the one CRD of that group and kind.
+pub fn resolve_in(
+    crds: &kube::runtime::reflector::Store<CustomResourceDefinition>,
+    reference: &ContractVersionedObjectReference,
+) -> Result<Resolved, ReferenceError> {
+    let name = format!(
+        "{}.{}",
+        resolve::plural(&reference.kind.to_ascii_lowercase()),
+        reference.api_group
+    );
+    let matches = |crd: &CustomResourceDefinition| {
+        crd.spec.group == reference.api_group && crd.spec.names.kind == reference.kind
+    };
+    let crd = crds
+        .get(&kube::runtime::reflector::ObjectRef::new(&name))
+        .filter(|crd| matches(crd))
+        .or_else(|| crds.find(|crd| matches(crd)))
+        .ok_or_else(|| ReferenceError::NoCrd {
+            group: reference.api_group.clone(),
+            kind: reference.kind.clone(),
+        })?;
+    resolve::resolve_from_crd(&crd, reference)
+}
+
 /// Resolves references from the cached CRDs, and reads, adopts and deletes
 /// referenced objects, reading them from caches of their kinds.
 pub struct ExternalObjects {
@@ -169,24 +194,7 @@ impl ExternalObjects {
         &self,
         reference: &ContractVersionedObjectReference,
     ) -> Result<Resolved, ReferenceError> {
-        let name = format!(
-            "{}.{}",
-            resolve::plural(&reference.kind.to_ascii_lowercase()),
-            reference.api_group
-        );
-        let matches = |crd: &CustomResourceDefinition| {
-            crd.spec.group == reference.api_group && crd.spec.names.kind == reference.kind
-        };
-        let crd = self
-            .crds
-            .get(&kube::runtime::reflector::ObjectRef::new(&name))
-            .filter(|crd| matches(crd))
-            .or_else(|| self.crds.find(|crd| matches(crd)))
-            .ok_or_else(|| ReferenceError::NoCrd {
-                group: reference.api_group.clone(),
-                kind: reference.kind.clone(),
-            })?;
-        resolve::resolve_from_crd(&crd, reference)
+        resolve_in(&self.crds, reference)
     }
 
     /// The cache of the resolved kind, once it has listed its objects.
