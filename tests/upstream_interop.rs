@@ -10,11 +10,8 @@ use capwasm::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmM
 use capwasm::simcloud::InstanceState;
 use capwasm::testing::objects::MachinePoolBuilder;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-    PostParams,
-};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use testenv::flows::{
     Apis, condition, create_pool, create_pool_providers, create_v1beta1, scale, v1beta1_cluster,
