@@ -18,7 +18,7 @@ use testenv::install::{Core, Install};
 
 /// Capwasm alone, once the operator has pointed both CRDs at its webhook.
 async fn standalone(prefix: &str) -> Install {
-    let install = Install::with_core(prefix, Core::Capwasm).await;
+    let install = Box::pin(Install::with_core(prefix, Core::Capwasm)).await;
     let crds: Api<CustomResourceDefinition> = Api::all(install.client.clone());
     for name in [Cluster::crd_name(), MachinePool::crd_name()] {
         wait_for(
