@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/hostile");
+    // Read when it runs: a build script built for one checkout may run for another.
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR")?).join("../guests/hostile");
     println!("cargo::rerun-if-changed={}", dir.display());
     let mut guests: Vec<String> = std::fs::read_dir(&dir)?
         .filter_map(Result::ok)
