@@ -21,7 +21,7 @@ help:
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make upstream-capi build upstream Cluster API's core manager from its Go module into ~/.cache/capwasm (once)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
-	@echo "make fleet-bench   many Clusters and pools at once: time to Running, deletion, CPU, memory"
+	@echo "make fleet-bench   the fleet race, capwasm against upstream core: time to Running, deletion, writes, CPU, memory"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
 
 # The Rust pieces a fresh machine may lack.
@@ -70,9 +70,12 @@ demo: guests
 bench: guests
 	@$(CARGO) bench --locked -p capwasm --features testing --bench guest_call
 
-# Clusters, pools and replicas: FLEET="10 2 3".
+# The fleet race, capwasm standalone against upstream's core with capwasm's
+# providers. Clusters, pools and replicas: FLEET="50 2 3" (the default).
 fleet-bench: guests
 	@assets=$$($(CONTROLPLANE)) && \
+	  tests/upstream-capi/build.sh >/dev/null && \
+	  $(CARGO) build --release --locked -q -p capwasm --bin capwasm && \
 	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --release --locked -q -p capwasm-tests --example fleet -- $(FLEET)
 
 startup-bench: toolchain

@@ -7,7 +7,8 @@
 //! For each: seconds until each pool was first Running with all its Nodes
 //! (median and last), seconds to delete every Cluster, API writes per pool
 //! until all were Running (the management API server's own count of
-//! non-read requests, less the fleet's creation and leader Leases), and CPU
+//! non-read requests, less the fleet's creation and leader Leases; all, and
+//! those to MachinePools), and CPU
 //! seconds and peak resident memory of the controller processes (the
 //! simulated cloud and the API servers excluded); then the ratio.
 //!
@@ -32,6 +33,7 @@ struct Figures {
     running_last: f64,
     delete: f64,
     writes_per_pool: f64,
+    pool_writes_per_pool: f64,
     usage: Usage,
 }
 
@@ -51,8 +53,15 @@ async fn main() -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
     );
     println!(
-        "{:<30} {:>11} {:>12} {:>8} {:>11} {:>8} {:>9}",
-        "core", "running p50", "running last", "delete", "writes/pool", "cpu", "peak rss"
+        "{:<34} {:>11} {:>12} {:>8} {:>11} {:>10} {:>8} {:>9}",
+        "core",
+        "running p50",
+        "running last",
+        "delete",
+        "writes/pool",
+        "MP writes",
+        "cpu",
+        "peak rss"
     );
     let mut results = Vec::new();
     for (core, label) in [
@@ -61,11 +70,12 @@ async fn main() -> anyhow::Result<()> {
     ] {
         let figures = Box::pin(race(core, clusters, pools, replicas)).await?;
         println!(
-            "{label:<30} {:>10.1}s {:>11.1}s {:>7.1}s {:>11.1} {:>7.1}s {:>6}MiB",
+            "{label:<34} {:>10.1}s {:>11.1}s {:>7.1}s {:>11.1} {:>10.1} {:>7.1}s {:>6}MiB",
             figures.running_p50,
             figures.running_last,
             figures.delete,
             figures.writes_per_pool,
+            figures.pool_writes_per_pool,
             figures.usage.cpu_seconds,
             figures.usage.peak_rss_bytes >> 20,
         );
@@ -107,7 +117,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
             })
     };
     let before = usage_now();
-    let writes_before = writes(client).await?;
+    let (writes_before, pool_writes_before) = writes(client).await?;
     let started = Instant::now();
     for c in 0..clusters {
         let cluster = format!("c{c}");
@@ -131,7 +141,10 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     let created = 3 * (clusters + pools);
 
     let times = running_times(&apis, usize::try_from(clusters * pools)?, replicas, started).await?;
-    let written = writes(client).await? - writes_before - f64::from(created);
+    let (writes_after, pool_writes_after) = writes(client).await?;
+    let written = writes_after - writes_before - f64::from(created);
+    // Less the pools' own creation.
+    let pool_written = pool_writes_after - pool_writes_before - f64::from(clusters * pools);
 
     let delete = delete_all(&apis).await?;
     let after = usage_now();
@@ -140,6 +153,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         running_last: times[times.len() - 1],
         delete,
         writes_per_pool: written / f64::from(clusters * pools),
+        pool_writes_per_pool: pool_written / f64::from(clusters * pools),
         usage: Usage {
             cpu_seconds: after.cpu_seconds - before.cpu_seconds,
             peak_rss_bytes: after.peak_rss_bytes,
@@ -148,11 +162,12 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
 }
 
 /// Requests the management API server has served that write, by anyone,
-/// leader Leases apart (`apiserver_request_total`).
-async fn writes(client: &kube::Client) -> anyhow::Result<f64> {
+/// leader Leases apart (`apiserver_request_total`): all of them, and those
+/// to MachinePools (spec, status, scale).
+async fn writes(client: &kube::Client) -> anyhow::Result<(f64, f64)> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await?;
-    let mut total = 0.0;
+    let (mut total, mut pools) = (0.0, 0.0);
     for line in text
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
@@ -167,13 +182,17 @@ async fn writes(client: &kube::Client) -> anyhow::Result<f64> {
         if read || label("resource") == "leases" {
             continue;
         }
-        total += line
+        let count = line
             .rsplit(' ')
             .next()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
+        total += count;
+        if label("resource") == "machinepools" {
+            pools += count;
+        }
     }
-    Ok(total)
+    Ok((total, pools))
 }
 
 /// Seconds from `started` until each pool was first seen Running with all
