@@ -161,9 +161,9 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     })
 }
 
-/// Requests the management API server has served that write, by anyone,
-/// leader Leases apart (`apiserver_request_total`): all of them, and those
-/// to MachinePools (spec, status, scale).
+/// Requests the management API server has served that wrote, by anyone,
+/// leader Leases apart (`apiserver_request_total`, 2xx): all of them, and
+/// those to MachinePools (spec, status, scale).
 async fn writes(client: &kube::Client) -> anyhow::Result<(f64, f64)> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await?;
@@ -179,7 +179,8 @@ async fn writes(client: &kube::Client) -> anyhow::Result<(f64, f64)> {
                 .unwrap_or_default()
         };
         let read = matches!(label("verb"), "GET" | "LIST" | "WATCH" | "CONNECT");
-        if read || label("resource") == "leases" {
+        // Refused writes (conflicts, say) changed nothing: not counted.
+        if read || label("resource") == "leases" || !label("code").starts_with('2') {
             continue;
         }
         let count = line
