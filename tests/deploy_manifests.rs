@@ -595,30 +595,16 @@ fn deployment_args_are_accepted_by_capwasm_run() {
 
 /// The RBAC objects of `deploy/`, applied for real.
 async fn install_rbac(client: &Client) -> (String, String) {
-    let mut service_account = None;
-    for manifest in manifests() {
-        if !matches!(
-            manifest.kind(),
-            "Namespace"
-                | "ServiceAccount"
-                | "ClusterRole"
-                | "ClusterRoleBinding"
-                | "Role"
-                | "RoleBinding"
-        ) {
-            continue;
-        }
-        apply(client, &manifest, &PatchParams::apply(FIELD_MANAGER))
-            .await
-            .unwrap_or_else(|e| panic!("cannot apply {}: {e}", manifest.describe()));
-        if manifest.kind() == "ServiceAccount" {
-            service_account = Some((
-                manifest.object.namespace().unwrap_or_default(),
-                manifest.object.name_any(),
-            ));
-        }
-    }
-    service_account.expect("deploy/ has a ServiceAccount")
+    let objects: Vec<DynamicObject> = manifests().into_iter().map(|m| m.object).collect();
+    testenv::kustomize::apply_rbac(client, &objects, FIELD_MANAGER)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot apply deploy/'s RBAC: {}",
+                capwasm::report::error_chain(&e)
+            )
+        })
+        .expect("deploy/ has a ServiceAccount")
 }
 
 /// The admin configuration, impersonating the ServiceAccount as a pod

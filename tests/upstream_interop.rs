@@ -14,8 +14,7 @@ use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use testenv::flows::{
-    Apis, condition, create_pool, create_pool_providers, create_v1beta1, scale, v1beta1_cluster,
-    v1beta1_pool, wait_for, wait_for_cluster, wait_for_pool,
+    Apis, condition, create_pool, scale, wait_for, wait_for_cluster, wait_for_pool,
 };
 use testenv::install::{Core, Identity, Install};
 
@@ -88,20 +87,7 @@ async fn upstream_core_runs_scales_and_deletes_a_pool_of_capwasm_providers() {
 async fn v1beta1_manifests_run_under_upstream_core_through_its_conversion_webhook() {
     let mode = Install::start("v1beta1").await;
     let (client, ns) = (&mode.client, &mode.ns);
-    let (workload, modules) = (mode.env.workload().unwrap(), &mode.modules);
-    mode.objects
-        .create_cluster_infrastructure(client, workload, ns, "c1", modules)
-        .await
-        .unwrap();
-    create_v1beta1(client, ns, &v1beta1_cluster(ns, "c1"))
-        .await
-        .unwrap();
-    create_pool_providers(client, ns, "pool", &mode.objects.providers(modules))
-        .await
-        .unwrap();
-    create_v1beta1(client, ns, &v1beta1_pool(ns, "pool", "c1", 2))
-        .await
-        .unwrap();
+    mode.v1beta1_cluster_and_pool("c1", "pool").await;
 
     // Read back in v1beta2, converted by upstream's webhook, and Running.
     let apis = Apis::new(client, ns);

@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt as _};
 use serde_json::json;
 use testenv::flows::{
-    Apis, WAIT, create_pool_providers, create_v1beta1, v1beta1_api, v1beta1_cluster, v1beta1_pool,
-    wait_for, wait_for_cluster, wait_for_pool,
+    Apis, WAIT, create_v1beta1, v1beta1_api, v1beta1_cluster, wait_for, wait_for_cluster,
+    wait_for_pool,
 };
 use testenv::install::{Core, Install};
 
@@ -41,22 +41,7 @@ async fn standalone(prefix: &str) -> Install {
 async fn v1beta1_manifests_run_scale_and_read_back_in_both_versions() {
     let install = standalone("v1beta1").await;
     let (client, ns) = (&install.client, &install.ns);
-    let workload = install.env.workload().unwrap();
-    install
-        .objects
-        .create_cluster_infrastructure(client, workload, ns, "c1", &install.modules)
-        .await
-        .unwrap();
-    create_v1beta1(client, ns, &v1beta1_cluster(ns, "c1"))
-        .await
-        .unwrap();
-    let providers = install.objects.providers(&install.modules);
-    create_pool_providers(client, ns, "pool", &providers)
-        .await
-        .unwrap();
-    create_v1beta1(client, ns, &v1beta1_pool(ns, "pool", "c1", 2))
-        .await
-        .unwrap();
+    install.v1beta1_cluster_and_pool("c1", "pool").await;
 
     // Stored in v1beta2, with apiGroup references, and Running.
     let apis = Apis::new(client, ns);

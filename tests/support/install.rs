@@ -6,10 +6,11 @@
 
 use std::path::PathBuf;
 
-use kube::api::{DynamicObject, PatchParams};
-use kube::{Client, ResourceExt as _};
+use kube::Client;
 
-use crate::flows::{Modules, Objects};
+use crate::flows::{
+    Modules, Objects, create_pool_providers, create_v1beta1, v1beta1_cluster, v1beta1_pool,
+};
 use crate::operator::OperatorProcess;
 use crate::upstream::{UpstreamBuild, UpstreamManager};
 use crate::{Options, TestEnv};
@@ -81,6 +82,31 @@ impl Install {
             .create_cluster(&self.client, workload, &self.ns, name, &self.modules)
             .await
             .expect("a part of the install");
+    }
+
+    /// Creates Cluster `cluster` and its 2-replica MachinePool `pool` from
+    /// `cluster.x-k8s.io/v1beta1` manifests as users write them, with what
+    /// they need besides (kubeconfig Secret, provider objects).
+    ///
+    /// # Panics
+    ///
+    /// If any of them cannot be created.
+    pub async fn v1beta1_cluster_and_pool(&self, cluster: &str, pool: &str) {
+        let (client, ns) = (&self.client, &self.ns);
+        let workload = self.env.workload().expect("a workload server");
+        self.objects
+            .create_cluster_infrastructure(client, workload, ns, cluster, &self.modules)
+            .await
+            .expect("the Cluster's kubeconfig and WasmCluster");
+        create_v1beta1(client, ns, &v1beta1_cluster(ns, cluster))
+            .await
+            .expect("a v1beta1 Cluster");
+        create_pool_providers(client, ns, pool, &self.objects.providers(&self.modules))
+            .await
+            .expect("the pool's provider objects");
+        create_v1beta1(client, ns, &v1beta1_pool(ns, pool, cluster, 2))
+            .await
+            .expect("a v1beta1 MachinePool");
     }
 
     /// Upstream's core with capwasm's providers, objects in namespace
@@ -193,27 +219,8 @@ async fn install_provider_mode_rbac(client: &Client) -> (String, String) {
         "/../deploy/provider-mode"
     ));
     let objects = crate::kustomize::objects(&dir).expect("deploy/provider-mode/ renders");
-    let kind = |o: &DynamicObject| o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
-    let mut account = None;
-    for object in objects {
-        let kind = kind(&object);
-        if !matches!(
-            kind.as_str(),
-            "Namespace"
-                | "ServiceAccount"
-                | "ClusterRole"
-                | "ClusterRoleBinding"
-                | "Role"
-                | "RoleBinding"
-        ) {
-            continue;
-        }
-        crate::kustomize::apply(client, &object, &PatchParams::apply("capwasm-tests"))
-            .await
-            .expect("the provider-mode RBAC applied");
-        if kind == "ServiceAccount" {
-            account = Some((object.namespace().unwrap_or_default(), object.name_any()));
-        }
-    }
-    account.expect("deploy/provider-mode/ has a ServiceAccount")
+    crate::kustomize::apply_rbac(client, &objects, "capwasm-tests")
+        .await
+        .expect("the provider-mode RBAC applied")
+        .expect("deploy/provider-mode/ has a ServiceAccount")
 }

@@ -76,3 +76,32 @@ pub async fn apply(
     };
     Ok(api.patch(&name, params, &Patch::Apply(object)).await?)
 }
+
+/// Applies for real, as `manager`, the RBAC objects among `objects` and
+/// the Namespace they live in; the ServiceAccount's (namespace, name).
+pub async fn apply_rbac(
+    client: &Client,
+    objects: &[DynamicObject],
+    manager: &str,
+) -> Result<Option<(String, String)>> {
+    let mut account = None;
+    for object in objects {
+        let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+        if !matches!(
+            kind,
+            "Namespace"
+                | "ServiceAccount"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Role"
+                | "RoleBinding"
+        ) {
+            continue;
+        }
+        apply(client, object, &PatchParams::apply(manager)).await?;
+        if kind == "ServiceAccount" {
+            account = Some((object.namespace().unwrap_or_default(), object.name_any()));
+        }
+    }
+    Ok(account)
+}

@@ -65,17 +65,7 @@ pub async fn ensure(client: &kube::Client, settings: &Settings) -> Result<Servin
             ..ObjectMeta::default()
         },
         type_: Some("kubernetes.io/tls".into()),
-        data: Some(BTreeMap::from([
-            (
-                CERT.to_owned(),
-                ByteString(cert.cert_pem.clone().into_bytes()),
-            ),
-            (
-                KEY.to_owned(),
-                ByteString(cert.key_pem.clone().into_bytes()),
-            ),
-            (CA.to_owned(), ByteString(cert.ca_pem.clone().into_bytes())),
-        ])),
+        data: Some(secret_data(&cert)),
         ..Secret::default()
     };
     match secrets.create(&PostParams::default(), &secret).await {
@@ -112,6 +102,16 @@ fn names(settings: &Settings) -> Vec<String> {
     }
     names.dedup();
     names
+}
+
+/// The Secret's data holding `cert`.
+fn secret_data(cert: &ServingCert) -> BTreeMap<String, ByteString> {
+    let pem = |text: &str| ByteString(text.as_bytes().to_vec());
+    BTreeMap::from([
+        (CERT.to_owned(), pem(&cert.cert_pem)),
+        (KEY.to_owned(), pem(&cert.key_pem)),
+        (CA.to_owned(), pem(&cert.ca_pem)),
+    ])
 }
 
 fn from_secret(secret: &Secret, name: &str) -> Result<ServingCert, Error> {
@@ -204,17 +204,7 @@ mod tests {
         assert_ne!(cert.cert_pem, cert.ca_pem);
         assert!(!format!("{cert:?}").contains("PRIVATE KEY"));
         let secret = Secret {
-            data: Some(BTreeMap::from([
-                (
-                    CERT.to_owned(),
-                    ByteString(cert.cert_pem.clone().into_bytes()),
-                ),
-                (
-                    KEY.to_owned(),
-                    ByteString(cert.key_pem.clone().into_bytes()),
-                ),
-                (CA.to_owned(), ByteString(cert.ca_pem.clone().into_bytes())),
-            ])),
+            data: Some(secret_data(&cert)),
             ..Secret::default()
         };
         let read = from_secret(&secret, "s").unwrap();
