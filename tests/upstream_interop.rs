@@ -216,9 +216,6 @@ const MACHINES: &str = "summary of Machines, which capwasm does not have";
 /// capwasm reaches it only for a pool's Nodes, and says when it cannot on
 /// the pool (`ReplicasReady`/`WorkloadClusterUnreachable`).
 const PROBE: &str = "no standing connection probe; unreachable workload clusters show on the pools";
-/// capwasm writes v1beta2 conditions only; v1beta1 conditions are
-/// deprecated upstream, and v1beta1 readers get the v1beta2 ones.
-const V1BETA1_CONDITIONS: &str = "v1beta1 conditions not written";
 /// Upstream v1.14's MachinePool controller writes only `Paused` of the
 /// v1beta2 conditions its API declares; capwasm writes them, and
 /// `ReplicasReady` for the Nodes (the v1beta1 name).
@@ -260,31 +257,7 @@ const DEVIATIONS: &[(&str, &str)] = &[
     ("Cluster.status.conditions[RemoteConnectionProbe]", PROBE),
     (
         "Cluster.status.deprecated.v1beta1.conditions[ControlPlaneInitialized]",
-        V1BETA1_CONDITIONS,
-    ),
-    (
-        "Cluster.status.deprecated.v1beta1.conditions[InfrastructureReady]",
-        V1BETA1_CONDITIONS,
-    ),
-    (
-        "Cluster.status.deprecated.v1beta1.conditions[Ready]",
-        V1BETA1_CONDITIONS,
-    ),
-    (
-        "MachinePool.status.deprecated.v1beta1.conditions[BootstrapReady]",
-        V1BETA1_CONDITIONS,
-    ),
-    (
-        "MachinePool.status.deprecated.v1beta1.conditions[InfrastructureReady]",
-        V1BETA1_CONDITIONS,
-    ),
-    (
-        "MachinePool.status.deprecated.v1beta1.conditions[Ready]",
-        V1BETA1_CONDITIONS,
-    ),
-    (
-        "MachinePool.status.deprecated.v1beta1.conditions[ReplicasReady]",
-        V1BETA1_CONDITIONS,
+        CONTROL_PLANE,
     ),
     ("MachinePool.status.conditions[Available]", POOL_CONDITIONS),
     (

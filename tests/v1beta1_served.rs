@@ -67,6 +67,11 @@ async fn v1beta1_manifests_run_scale_and_read_back_in_both_versions() {
     assert_eq!(field("/status/readyReplicas"), json!(2));
     assert_eq!(field("/status/nodeRefs").as_array().map(Vec::len), Some(2));
     assert_eq!(field("/status/phase"), json!("Running"));
+    // v1beta1 conditions, as v1beta1 tools wait on them.
+    let ready = field("/status/conditions")
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+    assert_eq!(ready.map(|c| c["status"].clone()), Some(json!("True")));
 
     // Written back in v1beta1 unchanged, the stored object is unchanged.
     let before = apis.pools.get("pool").await.unwrap();

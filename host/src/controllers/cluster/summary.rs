@@ -5,9 +5,19 @@ use kube::ResourceExt as _;
 
 use super::phase::{self, Observed};
 use crate::api::cluster::WorkersStatus;
-use crate::api::conditions::Desired;
+use crate::api::conditions::{self, Desired};
 use crate::api::{Cluster, ConditionType, MachinePool, Reason};
 use crate::controllers::reconciler::Scope;
+
+/// The v1beta1 conditions of a Cluster and the v1beta2 ones they mirror.
+const V1BETA1_CONDITIONS: [(&str, ConditionType); 3] = [
+    ("Ready", ConditionType::Available),
+    ("InfrastructureReady", ConditionType::InfrastructureReady),
+    (
+        "ControlPlaneInitialized",
+        ConditionType::ControlPlaneInitialized,
+    ),
+];
 
 pub fn summarize(scope: &mut Scope<Cluster>, pools: &[std::sync::Arc<MachinePool>]) {
     let deleting = scope.deleting();
@@ -50,6 +60,14 @@ pub fn summarize(scope: &mut Scope<Cluster>, pools: &[std::sync::Arc<MachinePool
             missing.join(", "),
         )
     });
+    let conditions = scope.status.conditions.clone();
+    let v1beta1 = scope
+        .status
+        .deprecated
+        .get_or_insert_with(Default::default)
+        .v1beta1
+        .get_or_insert_with(Default::default);
+    conditions::mirror_v1beta1(&conditions, &V1BETA1_CONDITIONS, &mut v1beta1.conditions);
     tracing::trace!(cluster = cluster.name_any(), "summarized");
 }
 

@@ -4,10 +4,18 @@
 use kube::ResourceExt as _;
 
 use super::phase::{self, Observed, Phase};
-use crate::api::conditions::Desired;
+use crate::api::conditions::{self, Desired};
 use crate::api::machinepool::{MachinePoolInitializationStatus, MachinePoolV1Beta1Status};
 use crate::api::{ConditionType, MachinePool, Reason, annotations};
 use crate::controllers::reconciler::Scope;
+
+/// The v1beta1 conditions of a MachinePool and the v1beta2 ones they mirror.
+const V1BETA1_CONDITIONS: [(&str, ConditionType); 4] = [
+    ("Ready", ConditionType::Available),
+    ("BootstrapReady", ConditionType::BootstrapConfigReady),
+    ("InfrastructureReady", ConditionType::InfrastructureReady),
+    ("ReplicasReady", ConditionType::ReplicasReady),
+];
 
 pub fn summarize(scope: &mut Scope<MachinePool>) {
     let deleting = scope.deleting();
@@ -47,6 +55,12 @@ pub fn summarize(scope: &mut Scope<MachinePool>) {
         available,
         pool.spec.replicas,
     ));
+    let conditions = scope.status.conditions.clone();
+    conditions::mirror_v1beta1(
+        &conditions,
+        &V1BETA1_CONDITIONS,
+        &mut scope.v1beta1().conditions,
+    );
     // Upstream's v1beta1 counters are omitted when zero (`omitempty` ints).
     if let Some(v1beta1) = scope
         .status
