@@ -648,47 +648,44 @@ fn v1beta1_machine_pool_status() -> BoxedStrategy<v1beta1::MachinePoolStatus> {
         .boxed()
 }
 
+/// `object` converted to the other version and back, typed and as JSON
+/// through [`convert`] (to `there`, then `back`): the same each way.
+fn there_and_back<A: Serialize, B: Serialize>(
+    object: &A,
+    to: impl Fn(&A) -> Result<B, ConversionError>,
+    from: impl Fn(&B) -> Result<A, ConversionError>,
+    there: &str,
+    back: &str,
+) -> Result<(), TestCaseError> {
+    let other = to(object).unwrap();
+    prop_assert_eq!(to_value(&from(&other).unwrap()), to_value(object));
+    let json = convert(to_value(object), there, &versions).unwrap();
+    prop_assert_eq!(&json, &to_value(&other));
+    prop_assert_eq!(convert(json, back, &versions).unwrap(), to_value(object));
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn cluster_v1beta2_to_v1beta1_and_back_is_the_same(cluster in cluster()) {
-        let old = cluster_to_v1beta1(&cluster, &versions).unwrap();
-        let back = cluster_from_v1beta1(&old).unwrap();
-        prop_assert_eq!(to_value(&back), to_value(&cluster));
-        let json = convert(to_value(&cluster), API_VERSION, &versions).unwrap();
-        prop_assert_eq!(&json, &to_value(&old));
-        prop_assert_eq!(convert(json, CLUSTER_API_VERSION, &versions).unwrap(), to_value(&cluster));
+        there_and_back(&cluster, |c| cluster_to_v1beta1(c, &versions), cluster_from_v1beta1, API_VERSION, CLUSTER_API_VERSION)?;
     }
 
     #[test]
     fn cluster_v1beta1_to_v1beta2_and_back_is_the_same(cluster in v1beta1_cluster()) {
-        let new = cluster_from_v1beta1(&cluster).unwrap();
-        let back = cluster_to_v1beta1(&new, &versions).unwrap();
-        prop_assert_eq!(to_value(&back), to_value(&cluster));
-        let json = convert(to_value(&cluster), CLUSTER_API_VERSION, &versions).unwrap();
-        prop_assert_eq!(&json, &to_value(&new));
-        prop_assert_eq!(convert(json, API_VERSION, &versions).unwrap(), to_value(&cluster));
+        there_and_back(&cluster, cluster_from_v1beta1, |c| cluster_to_v1beta1(c, &versions), CLUSTER_API_VERSION, API_VERSION)?;
     }
 
     #[test]
     fn machine_pool_v1beta2_to_v1beta1_and_back_is_the_same(pool in machine_pool()) {
-        let old = machine_pool_to_v1beta1(&pool, &versions).unwrap();
-        let back = machine_pool_from_v1beta1(&old).unwrap();
-        prop_assert_eq!(to_value(&back), to_value(&pool));
-        let json = convert(to_value(&pool), API_VERSION, &versions).unwrap();
-        prop_assert_eq!(&json, &to_value(&old));
-        prop_assert_eq!(convert(json, CLUSTER_API_VERSION, &versions).unwrap(), to_value(&pool));
+        there_and_back(&pool, |p| machine_pool_to_v1beta1(p, &versions), machine_pool_from_v1beta1, API_VERSION, CLUSTER_API_VERSION)?;
     }
 
     #[test]
     fn machine_pool_v1beta1_to_v1beta2_and_back_is_the_same(pool in v1beta1_machine_pool()) {
-        let new = machine_pool_from_v1beta1(&pool).unwrap();
-        let back = machine_pool_to_v1beta1(&new, &versions).unwrap();
-        prop_assert_eq!(to_value(&back), to_value(&pool));
-        let json = convert(to_value(&pool), CLUSTER_API_VERSION, &versions).unwrap();
-        prop_assert_eq!(&json, &to_value(&new));
-        prop_assert_eq!(convert(json, API_VERSION, &versions).unwrap(), to_value(&pool));
+        there_and_back(&pool, machine_pool_from_v1beta1, |p| machine_pool_to_v1beta1(p, &versions), CLUSTER_API_VERSION, API_VERSION)?;
     }
 
     /// What a v1beta1 client changes wins over the kept v1beta2 values.
