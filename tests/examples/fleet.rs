@@ -32,8 +32,8 @@ struct Figures {
     running_p50: f64,
     running_last: f64,
     delete: f64,
-    writes_per_pool: f64,
-    pool_writes_per_pool: f64,
+    /// Writes per pool until all were Running, by resource.
+    writes_per_pool: BTreeMap<String, f64>,
     usage: Usage,
 }
 
@@ -74,10 +74,28 @@ async fn main() -> anyhow::Result<()> {
             figures.running_p50,
             figures.running_last,
             figures.delete,
-            figures.writes_per_pool,
-            figures.pool_writes_per_pool,
+            figures.writes_per_pool.values().sum::<f64>(),
+            figures
+                .writes_per_pool
+                .get("machinepools")
+                .copied()
+                .unwrap_or(0.0),
             figures.usage.cpu_seconds,
             figures.usage.peak_rss_bytes >> 20,
+        );
+        let mut by_resource: Vec<(&String, &f64)> = figures
+            .writes_per_pool
+            .iter()
+            .filter(|(_, n)| **n >= 0.05)
+            .collect();
+        by_resource.sort_by(|a, b| b.1.total_cmp(a.1));
+        let by_resource: Vec<String> = by_resource
+            .iter()
+            .map(|(resource, n)| format!("{resource} {n:.1}"))
+            .collect();
+        println!(
+            "    writes per pool by resource: {}",
+            by_resource.join(", ")
         );
         results.push(figures);
     }
@@ -117,7 +135,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
             })
     };
     let before = usage_now();
-    let (writes_before, pool_writes_before) = writes(client).await?;
+    let writes_before = writes(client).await?;
     let started = Instant::now();
     for c in 0..clusters {
         let cluster = format!("c{c}");
@@ -136,15 +154,20 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
                 .await?;
         }
     }
-    // What the fleet's creation wrote: per Cluster its kubeconfig Secret,
-    // WasmCluster and itself; per pool its two provider objects and itself.
-    let created = 3 * (clusters + pools);
-
     let times = running_times(&apis, usize::try_from(clusters * pools)?, replicas, started).await?;
-    let (writes_after, pool_writes_after) = writes(client).await?;
-    let written = writes_after - writes_before - f64::from(created);
-    // Less the pools' own creation.
-    let pool_written = pool_writes_after - pool_writes_before - f64::from(clusters * pools);
+    // Per pool, less the fleet's own creation (per Cluster its kubeconfig
+    // Secret, WasmCluster and itself; per pool its provider objects and itself).
+    let pool_count = f64::from(clusters * pools);
+    let mut writes_per_pool = writes(client).await?;
+    for (resource, count) in &mut writes_per_pool {
+        let created = match resource.as_str() {
+            "secrets" | "wasmclusters" | "clusters" => f64::from(clusters),
+            "wasmbootstrapconfigs" | "wasmmachinepools" | "machinepools" => pool_count,
+            _ => 0.0,
+        };
+        let before = writes_before.get(resource).copied().unwrap_or(0.0);
+        *count = (*count - before - created) / pool_count;
+    }
 
     let delete = delete_all(&apis).await?;
     let after = usage_now();
@@ -152,8 +175,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         running_p50: times[times.len() / 2],
         running_last: times[times.len() - 1],
         delete,
-        writes_per_pool: written / f64::from(clusters * pools),
-        pool_writes_per_pool: pool_written / f64::from(clusters * pools),
+        writes_per_pool,
         usage: Usage {
             cpu_seconds: after.cpu_seconds - before.cpu_seconds,
             peak_rss_bytes: after.peak_rss_bytes,
@@ -162,12 +184,12 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
 }
 
 /// Requests the management API server has served that wrote, by anyone,
-/// leader Leases apart (`apiserver_request_total`, 2xx): all of them, and
-/// those to MachinePools (spec, status, scale).
-async fn writes(client: &kube::Client) -> anyhow::Result<(f64, f64)> {
+/// leader Leases apart (`apiserver_request_total`, 2xx), by resource
+/// (`machinepools` counts spec, status and scale).
+async fn writes(client: &kube::Client) -> anyhow::Result<BTreeMap<String, f64>> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await?;
-    let (mut total, mut pools) = (0.0, 0.0);
+    let mut by_resource = BTreeMap::new();
     for line in text
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
@@ -188,12 +210,11 @@ async fn writes(client: &kube::Client) -> anyhow::Result<(f64, f64)> {
             .next()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
-        total += count;
-        if label("resource") == "machinepools" {
-            pools += count;
-        }
+        *by_resource
+            .entry(label("resource").to_owned())
+            .or_insert(0.0) += count;
     }
-    Ok((total, pools))
+    Ok(by_resource)
 }
 
 /// Seconds from `started` until each pool was first seen Running with all
