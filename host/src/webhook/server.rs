@@ -61,8 +61,14 @@ impl Server {
     /// fails its handshake or its request ends alone.
     pub async fn serve(self) {
         loop {
-            let Ok((stream, peer)) = self.listener.accept().await else {
-                continue;
+            let (stream, peer) = match self.listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: wait rather than spin.
+                    tracing::warn!(%error, "the webhook cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
             };
             let acceptor = self.acceptor.clone();
             let service = hyper_util::service::TowerToHyperService::new(self.router.clone());
