@@ -514,6 +514,13 @@ pub async fn create_v1beta1(
         .await?)
 }
 
+/// A v1beta1 reference to capwasm's provider kind `kind` of group
+/// `<prefix>.cluster.x-k8s.io`: apiVersion, kind, name.
+fn v1beta1_ref(prefix: &str, kind: &str, name: &str) -> Value {
+    let version = capwasm::api::provider::VERSION;
+    json!({ "apiVersion": format!("{prefix}.cluster.x-k8s.io/{version}"), "kind": kind, "name": name })
+}
+
 /// Cluster `name` as a v1beta1 manifest: a reference with apiVersion,
 /// kind and name to its WasmCluster.
 pub fn v1beta1_cluster(namespace: &str, name: &str) -> Value {
@@ -521,11 +528,7 @@ pub fn v1beta1_cluster(namespace: &str, name: &str) -> Value {
         "apiVersion": "cluster.x-k8s.io/v1beta1",
         "kind": "Cluster",
         "metadata": { "name": name, "namespace": namespace },
-        "spec": { "infrastructureRef": {
-            "apiVersion": format!("infrastructure.cluster.x-k8s.io/{}", capwasm::api::provider::VERSION),
-            "kind": "WasmCluster",
-            "name": name,
-        }},
+        "spec": { "infrastructureRef": v1beta1_ref("infrastructure", "WasmCluster", name)},
     })
 }
 
@@ -546,16 +549,8 @@ pub fn v1beta1_pool(namespace: &str, name: &str, cluster: &str, replicas: i32) -
             "replicas": replicas,
             "template": { "spec": {
                 "clusterName": cluster,
-                "bootstrap": { "configRef": {
-                    "apiVersion": format!("bootstrap.cluster.x-k8s.io/{}", capwasm::api::provider::VERSION),
-                    "kind": "WasmBootstrapConfig",
-                    "name": name,
-                }},
-                "infrastructureRef": {
-                    "apiVersion": format!("infrastructure.cluster.x-k8s.io/{}", capwasm::api::provider::VERSION),
-                    "kind": "WasmMachinePool",
-                    "name": name,
-                },
+                "bootstrap": { "configRef": v1beta1_ref("bootstrap", "WasmBootstrapConfig", name)},
+                "infrastructureRef": v1beta1_ref("infrastructure", "WasmMachinePool", name),
             }},
         },
     })

@@ -184,8 +184,7 @@ impl OperatorProcess {
     }
 
     fn pid(&self) -> Pid {
-        let id = self.child.id().expect("the process is running");
-        Pid::from_raw(i32::try_from(id).expect("a pid"))
+        Pid::from_raw(i32::try_from(self.process_id()).expect("a pid"))
     }
 
     /// `GET path`, as (status code, body).

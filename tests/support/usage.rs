@@ -70,9 +70,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_has_used_some_cpu_and_memory() {
-        let usage = of_tree(std::process::id());
-        assert!(usage.peak_rss_bytes > 0);
-        assert!(usage.cpu_seconds >= 0.0);
+    fn a_tree_counts_its_children_and_the_cpu_it_used() {
+        // Some CPU of our own: a tick is 10 ms.
+        let spin = std::time::Instant::now();
+        while cpu_seconds(std::process::id()).unwrap_or(0.0) < 0.02 {
+            assert!(spin.elapsed().as_secs() < 10, "no CPU time counted");
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(children(std::process::id()).contains(&child.id()));
+        // Its memory is its own once it has become `sleep` (exec starts afresh).
+        let comm = format!("/proc/{}/comm", child.id());
+        while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+            assert!(spin.elapsed().as_secs() < 10, "the child never ran sleep");
+            std::thread::yield_now();
+        }
+        // Peaks only grow: the tree's, read last, is at least the sum.
+        let own = peak_rss_bytes(std::process::id()).unwrap();
+        let childs = peak_rss_bytes(child.id()).unwrap();
+        let tree = of_tree(std::process::id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(tree.cpu_seconds >= 0.02);
+        assert!(tree.peak_rss_bytes >= own + childs, "{tree:?}");
     }
 }

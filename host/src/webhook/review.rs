@@ -46,10 +46,10 @@ pub type Converter = std::sync::Arc<dyn Fn(Value, &str) -> Result<Value, String>
 
 /// The response to the ConversionReview `request`.
 pub fn review(
-    request: &Value,
+    request: Value,
     convert: &(dyn Fn(Value, &str) -> Result<Value, String> + Sync),
 ) -> Value {
-    let review: ConversionReview = match serde_json::from_value(request.clone()) {
+    let review: ConversionReview = match serde_json::from_value(request) {
         Ok(review) => review,
         Err(e) => return failed(String::new(), format!("not a ConversionReview: {e}")),
     };
@@ -144,7 +144,7 @@ mod tests {
             { "apiVersion": "x/v1", "kind": "K", "metadata": { "name": "a" } },
             { "apiVersion": "x/v1", "kind": "K", "metadata": { "name": "b" } },
         ]);
-        let response = review(&request(&objects), &to_version);
+        let response = review(request(&objects), &to_version);
         assert_eq!(response["kind"], "ConversionReview");
         assert_eq!(response["response"]["uid"], "u-1");
         assert_eq!(response["response"]["result"]["status"], "Success");
@@ -160,7 +160,7 @@ mod tests {
             { "apiVersion": "x/v1", "kind": "K", "metadata": { "namespace": "ns", "name": "b" },
               "spec": { "bad": true } },
         ]);
-        let response = review(&request(&objects), &to_version);
+        let response = review(request(&objects), &to_version);
         assert_eq!(response["response"]["uid"], "u-1");
         assert_eq!(response["response"]["result"]["status"], "Failure");
         assert_eq!(
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_body_that_is_no_review_fails_saying_so() {
-        let response = review(&json!({ "request": 7 }), &to_version);
+        let response = review(json!({ "request": 7 }), &to_version);
         assert_eq!(response["response"]["result"]["status"], "Failure");
         assert!(
             response["response"]["result"]["message"]

@@ -96,7 +96,7 @@ async fn handle(
     State(convert): State<Converter>,
     axum::Json(request): axum::Json<serde_json::Value>,
 ) -> axum::Json<serde_json::Value> {
-    axum::Json(review(&request, convert.as_ref()))
+    axum::Json(review(request, convert.as_ref()))
 }
 
 fn tls_config(cert: &ServingCert) -> Result<ServerConfig, Error> {
