@@ -478,8 +478,18 @@ async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
     );
     wait_for_event(&client, &ns, "bad", "GuestTrapped").await;
     wait_for_pool(&apis.pools, "good", "Running", 1).await;
-    let bad_pool = apis.pools.get("bad").await.unwrap().status.unwrap();
-    assert_eq!(bad_pool.phase.as_deref(), Some("Pending"));
+    // The bad pool's first status write may still be on its way.
+    wait_for(
+        &apis.pools,
+        "bad",
+        "phase Pending",
+        |p: Option<&MachinePool>| {
+            p.and_then(|p| p.status.as_ref())
+                .is_some_and(|s| s.phase.as_deref() == Some("Pending"))
+        },
+    )
+    .await
+    .unwrap();
     assert!(stack.cloud.instances_of(&format!("{ns}/bad")).is_empty());
 }
 
