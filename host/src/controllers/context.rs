@@ -159,43 +159,15 @@ impl Context {
         }
     }
 
-    /// One Event per condition whose status or reason changed from `before`
-    /// to `after` (named after the new reason, its message as the note). A
-    /// condition that first appears at rest (not paused, not deleting, not
-    /// scaling, no workers) says nothing worth an Event.
+    /// The Events a status change is worth ([`noteworthy`]).
     pub async fn announce(
         &self,
         object: &ObjectReference,
         before: &[Condition],
         after: &[Condition],
     ) {
-        for condition in after {
-            let unchanged = before.iter().any(|b| {
-                b.type_ == condition.type_
-                    && b.status == condition.status
-                    && b.reason == condition.reason
-            });
-            let Some(reason) = Reason::parse(&condition.reason) else {
-                continue;
-            };
-            let new = !before.iter().any(|b| b.type_ == condition.type_);
-            let at_rest = matches!(
-                reason,
-                Reason::NotPaused
-                    | Reason::NotDeleting
-                    | Reason::NotScalingUp
-                    | Reason::NotScalingDown
-                    | Reason::NoWorkers
-            );
-            if unchanged || (new && at_rest) {
-                continue;
-            }
-            self.publish(
-                object,
-                reason,
-                format!("{}: {}", condition.type_, condition.message),
-            )
-            .await;
+        for (reason, note) in noteworthy(before, after) {
+            self.publish(object, reason, note).await;
         }
     }
 
@@ -219,5 +191,96 @@ impl Context {
     /// Forgets an object's failures after a reconcile without error.
     pub fn succeeded(&self, uid: &str) {
         self.backoff.reset(uid);
+    }
+}
+
+/// What changed conditions are worth an Event (named after the new reason,
+/// `type: message` as the note): a condition that newly holds a reason a
+/// person may have to act on, and one that recovered from such a reason.
+/// Progress alone (waiting, provisioning, ready) is in the status and says
+/// nothing more: an Event per step cost more API writes than the status
+/// itself, and upstream's core publishes none for it.
+fn noteworthy(before: &[Condition], after: &[Condition]) -> Vec<(Reason, String)> {
+    after
+        .iter()
+        .filter_map(|condition| {
+            let reason = Reason::parse(&condition.reason)?;
+            let previous = before.iter().find(|b| b.type_ == condition.type_);
+            let unchanged = previous
+                .is_some_and(|b| b.status == condition.status && b.reason == condition.reason);
+            let recovered = previous
+                .and_then(|b| Reason::parse(&b.reason))
+                .is_some_and(Reason::is_warning);
+            (!unchanged && (reason.is_warning() || recovered))
+                .then(|| (reason, format!("{}: {}", condition.type_, condition.message)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: format!("{type_} is {reason}"),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+            observed_generation: None,
+        }
+    }
+
+    fn reasons(before: &[Condition], after: &[Condition]) -> Vec<&'static str> {
+        noteworthy(before, after)
+            .into_iter()
+            .map(|(reason, _)| reason.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_new_warning_is_announced_with_its_message() {
+        let after = [condition("InfrastructureReady", "False", "ReferenceNotFound")];
+        let events = noteworthy(&[], &after);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].0, Reason::ReferenceNotFound);
+        assert_eq!(
+            events[0].1,
+            "InfrastructureReady: InfrastructureReady is ReferenceNotFound"
+        );
+    }
+
+    #[test]
+    fn progress_is_not_announced() {
+        let waiting = [condition("InfrastructureReady", "False", "WaitingForInfrastructure")];
+        let ready = [condition("InfrastructureReady", "True", "Ready")];
+        assert!(reasons(&[], &waiting).is_empty());
+        assert!(reasons(&waiting, &ready).is_empty());
+        assert!(reasons(&[], &[condition("Paused", "False", "NotPaused")]).is_empty());
+    }
+
+    #[test]
+    fn recovery_from_a_warning_is_announced_once() {
+        let broken = [condition("BootstrapConfigReady", "False", "GuestTrapped")];
+        let ready = [condition("BootstrapConfigReady", "True", "Ready")];
+        assert_eq!(reasons(&broken, &ready), ["Ready"]);
+        assert!(reasons(&ready, &ready).is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_warning_is_not_announced_again_but_a_different_one_is() {
+        let trapped = [condition("Ready", "False", "GuestTrapped")];
+        let timed_out = [condition("Ready", "False", "GuestTimedOut")];
+        assert!(reasons(&trapped, &trapped).is_empty());
+        assert_eq!(reasons(&trapped, &timed_out), ["GuestTimedOut"]);
+    }
+
+    #[test]
+    fn unknown_reasons_are_not_announced() {
+        let after = [condition("Ready", "False", "SomethingElse")];
+        assert!(noteworthy(&[], &after).is_empty());
     }
 }
