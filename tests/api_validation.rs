@@ -189,3 +189,48 @@ async fn provider_module_limits_outside_their_range_are_refused_naming_field_and
         );
     }
 }
+
+#[tokio::test]
+async fn provider_module_request_auth_must_name_an_allowed_host_one_scheme_and_a_secret() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<ProviderModule>(&()));
+    let module = ProviderModuleBuilder::file("auth", World::Infrastructure, "/x.wasm").build();
+    let secret = json!({ "namespace": "capwasm-system", "name": "aws" });
+    let sigv4 = json!({ "service": "ec2", "region": "us-east-1" });
+    let cases = [
+        (
+            json!({ "allowedHosts": ["ec2.example"], "credentialsSecret": secret,
+                    "requestAuth": [{ "host": "elsewhere.example", "awsSigV4": sigv4 }] }),
+            "every requestAuth host must be one of allowedHosts",
+        ),
+        (
+            json!({ "allowedHosts": ["ec2.example"], "credentialsSecret": secret,
+                    "requestAuth": [{ "host": "ec2.example", "awsSigV4": sigv4,
+                                      "bearer": { "tokenKey": "token" } }] }),
+            "set exactly one of awsSigV4 and bearer",
+        ),
+        (
+            json!({ "allowedHosts": ["ec2.example"],
+                    "requestAuth": [{ "host": "ec2.example", "awsSigV4": sigv4 }] }),
+            "requestAuth takes its keys from credentialsSecret",
+        ),
+        (
+            json!({ "allowedHosts": ["ec2.example"], "credentialsSecret": secret,
+                    "requestAuth": [{ "host": "ec2.example", "awsSigV4": sigv4 },
+                                    { "host": "ec2.example", "bearer": { "tokenKey": "t" } }] }),
+            "one requestAuth rule per host",
+        ),
+    ];
+    for (capabilities, refusal) in cases {
+        let mut object = serde_json::to_value(&module).unwrap();
+        object["spec"]["capabilities"] = capabilities.clone();
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        let message = rejection(api.create(&PostParams::default(), &object).await);
+        assert!(message.contains(refusal), "{capabilities}: {message}");
+    }
+    assert!(
+        api.get_opt("auth").await.unwrap().is_none(),
+        "nothing was stored"
+    );
+}

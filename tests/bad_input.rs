@@ -511,6 +511,7 @@ async fn credentials_outside_the_allowed_namespace_are_not_handed_to_a_provider(
             namespace: ns.clone(),
             name: "anything".into(),
         }),
+        ..Default::default()
     });
     Api::<ProviderModule>::all(client.clone())
         .create(&PostParams::default(), &module)

@@ -711,7 +711,7 @@ async fn provision_and_delete(stack: &Stack, env: &'static TestEnv) {
     assert_eq!(pool.spec.provider_id_list.len(), 3);
     wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
     // Events are published as the ServiceAccount too.
-    wait_for_event(&admin, &ns, "p1", "PhaseChanged").await;
+    wait_for_event(&admin, &ns, "c1", "PhaseChanged").await;
 
     apis.clusters
         .delete("c1", &DeleteParams::default())

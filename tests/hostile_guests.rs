@@ -424,6 +424,7 @@ mod forbidden_http {
         // It may reach 127.0.0.2 only; it asks for 127.0.0.1.
         let caps = Capabilities {
             allowed_hosts: vec!["127.0.0.2".into()],
+            ..Capabilities::default()
         };
         let (runtime, _) = runtime_with(COVERS, caps).await;
         let config = r#"{"url": "http://127.0.0.1:1/"}"#;
@@ -442,6 +443,216 @@ mod forbidden_http {
         };
         assert_eq!(terminal.reason, "HttpRequestDenied", "{terminal:?}");
         assert!(served >= 2, "served before and after: {served}");
+    }
+}
+
+mod credential_dump {
+    use std::net::SocketAddr;
+    use std::sync::Mutex;
+
+    use axum::Router;
+    use axum::http::HeaderMap;
+    use axum::routing::post;
+    use capwasm::wasm::types::Credential;
+    use capwasm::wasm::{HostAuth, Scheme};
+    use testenv::moto::Moto;
+
+    use super::*;
+
+    pub const COVERS: &str = "hostile_credential_dump.wasm";
+
+    /// What a recorder was sent: each request's Authorization and body.
+    type Seen = Arc<Mutex<Vec<(Option<String>, String)>>>;
+
+    /// A loopback server recording every POST; its authority.
+    async fn recorder() -> (String, Seen) {
+        let seen = Seen::default();
+        let record = seen.clone();
+        let app = Router::new().route(
+            "/",
+            post(move |headers: HeaderMap, body: String| async move {
+                let authorization = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                record.lock().unwrap().push((authorization, body));
+                "recorded"
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr: SocketAddr = listener.local_addr().expect("its address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (addr.to_string(), seen)
+    }
+
+    fn credentials(pairs: &[(&str, &str)]) -> Vec<Credential> {
+        pairs
+            .iter()
+            .map(|(key, value)| Credential {
+                key: (*key).into(),
+                value: value.as_bytes().to_vec(),
+            })
+            .collect()
+    }
+
+    fn capabilities(allowed: &[&str], auth: Vec<HostAuth>, expose: bool) -> Capabilities {
+        Capabilities {
+            allowed_hosts: allowed.iter().map(|h| (*h).to_owned()).collect(),
+            request_auth: auth,
+            expose_credentials: expose,
+        }
+    }
+
+    fn bearer(host: &str) -> HostAuth {
+        HostAuth {
+            host: host.into(),
+            scheme: Scheme::Bearer {
+                token: "token".into(),
+            },
+        }
+    }
+
+    /// The guest's reconcile of a cluster, given `secrets`, sending to `targets` (url, body).
+    async fn dump(
+        capabilities: Capabilities,
+        targets: &[(String, &str)],
+        secrets: &[(&str, &str)],
+    ) -> CallError {
+        let limits = Limits {
+            deadline: Duration::from_secs(10),
+            ..limits()
+        };
+        let (runtime, _) = runtime_with_limits(COVERS, capabilities, limits).await;
+        let requests: Vec<_> = targets
+            .iter()
+            .map(|(url, body)| serde_json::json!({ "url": url, "body": body }))
+            .collect();
+        let config = serde_json::json!({ "requests": requests }).to_string();
+        let mut request = requests::cluster_request(&config);
+        request.credentials = credentials(secrets);
+        runtime
+            .reconcile_cluster(HOSTILE, &request)
+            .await
+            .expect_err("the guest always reports with an error")
+    }
+
+    fn terminal(error: &CallError) -> (&str, &str) {
+        let CallError::Provider {
+            error: ProviderError::Terminal(terminal),
+            ..
+        } = error
+        else {
+            panic!("expected the guest's own report, got {error}");
+        };
+        (&terminal.reason, &terminal.message)
+    }
+
+    const SECRETS: [(&str, &str); 2] = [("token", "s3cret-token"), ("other", "another-secret")];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_stay_on_the_host_and_only_the_ruled_host_is_authenticated() {
+        let (ruled, seen_ruled) = recorder().await;
+        let (plain, seen_plain) = recorder().await;
+        let caps = capabilities(&[&ruled, &plain], vec![bearer(&ruled)], false);
+        let targets = [
+            (format!("http://{ruled}/"), "a=1"),
+            (format!("http://{plain}/"), ""),
+        ];
+        let error = dump(caps, &targets, &SECRETS).await;
+        assert_eq!(terminal(&error).0, "AllAnswered", "{error}");
+        let ruled = seen_ruled.lock().unwrap().clone();
+        let plain = seen_plain.lock().unwrap().clone();
+        assert_eq!(ruled.len(), 1, "{ruled:?}");
+        assert_eq!(ruled[0].0.as_deref(), Some("Bearer s3cret-token"));
+        assert_eq!(plain.len(), 1, "{plain:?}");
+        assert_eq!(
+            plain[0].0, None,
+            "a host without a rule gets no credentials"
+        );
+        for (_, body) in ruled.iter().chain(&plain) {
+            // The guest sent all it had: its config, but no secret.
+            assert!(body.contains("Given=config"), "{body}");
+            assert!(
+                !body.contains("s3cret") && !body.contains("another-secret"),
+                "{body}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exposing_credentials_to_the_guest_is_opt_in_and_hands_it_every_key() {
+        let (plain, seen) = recorder().await;
+        let caps = capabilities(&[&plain], Vec::new(), true);
+        let error = dump(caps, &[(format!("http://{plain}/"), "")], &SECRETS).await;
+        assert_eq!(terminal(&error).0, "AllAnswered", "{error}");
+        let body = seen.lock().unwrap()[0].1.clone();
+        assert!(
+            body.contains("s3cret-token") && body.contains("another-secret"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ruled_host_never_gets_a_request_its_key_is_missing_from() {
+        let (ruled, seen) = recorder().await;
+        let caps = capabilities(&[&ruled], vec![bearer(&ruled)], false);
+        let only_other = [("other", "another-secret")];
+        let error = dump(caps, &[(format!("http://{ruled}/"), "")], &only_other).await;
+        assert_eq!(terminal(&error).0, "HttpRequestDenied", "{error}");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "nothing was sent unauthenticated"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sigv4_from_the_host_passes_an_emulator_that_checks_signatures() {
+        let moto = Moto::start().await.expect("moto (tests/moto/install.sh)");
+        let sigv4 = HostAuth {
+            host: moto.authority.clone(),
+            scheme: Scheme::AwsSigV4 {
+                service: "ec2".into(),
+                region: "us-east-1".into(),
+                access_key_id: "AWS_ACCESS_KEY_ID".into(),
+                secret_access_key: "AWS_SECRET_ACCESS_KEY".into(),
+                session_token: None,
+            },
+        };
+        let caps = capabilities(&[&moto.authority], vec![sigv4], false);
+        let targets = [(
+            format!("http://{}/", moto.authority),
+            "Action=DescribeVpcs&Version=2016-11-15",
+        )];
+        let good = [
+            ("AWS_ACCESS_KEY_ID", moto.access_key_id.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", moto.secret_access_key.as_str()),
+        ];
+        let error = dump(caps.clone(), &targets, &good).await;
+        let (reason, message) = terminal(&error);
+        assert_eq!(reason, "AllAnswered", "{error}");
+        assert!(message.ends_with(" 200;"), "{message}");
+
+        let wrong_secret = "wrong-secret-that-must-not-show";
+        let wrong = [
+            ("AWS_ACCESS_KEY_ID", moto.access_key_id.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", wrong_secret),
+        ];
+        let error = dump(caps, &targets, &wrong).await;
+        let CallError::CredentialsRejected {
+            ref host, status, ..
+        } = error
+        else {
+            panic!("expected the credentials named as the cause, got {error}");
+        };
+        assert_eq!((host.as_str(), status), (moto.authority.as_str(), 401));
+        let text = error.to_string();
+        assert!(
+            text.contains(HOSTILE) && text.contains(&moto.authority),
+            "{text}"
+        );
+        assert!(!text.contains(wrong_secret), "{text}");
     }
 }
 
@@ -598,6 +809,7 @@ mod bootstrap_http {
         let (runtime, _) = well_behaved_runtime().await;
         let caps = Capabilities {
             allowed_hosts: vec!["127.0.0.1".into()],
+            ..Capabilities::default()
         };
         let err = load(&runtime, HOSTILE, COVERS, caps, limits())
             .await
@@ -807,6 +1019,7 @@ mod http_flood {
         let addr = server().await;
         let caps = Capabilities {
             allowed_hosts: vec![addr.ip().to_string()],
+            ..Capabilities::default()
         };
         // Time for a thousand requests; memory for a body at the host's cap.
         let hostile_limits = Limits {

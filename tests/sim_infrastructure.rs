@@ -33,6 +33,7 @@ async fn runtime() -> Runtime {
     let runtime = Runtime::new(RuntimeSettings::default(), None).expect("runtime");
     let capabilities = Capabilities {
         allowed_hosts: vec!["127.0.0.1".into()],
+        ..Capabilities::default()
     };
     runtime
         .swap(ProviderSpec {
@@ -198,6 +199,7 @@ async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> R
             limits: Limits::default(),
             capabilities: Capabilities {
                 allowed_hosts: vec!["127.0.0.1".into()],
+                ..Capabilities::default()
             },
         })
         .await?;

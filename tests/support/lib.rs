@@ -21,6 +21,7 @@ mod etcd;
 pub mod flows;
 pub mod install;
 pub mod kustomize;
+pub mod moto;
 pub mod operator;
 mod ports;
 mod probe;

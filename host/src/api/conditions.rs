@@ -185,6 +185,10 @@ reasons! {
     CredentialsNotFound,
     /// The ProviderModule names a credentials Secret outside the namespace the operator reads them from.
     CredentialsNotAllowed,
+    /// A host turned down the credentials the host authenticated the provider's request with.
+    CredentialsRejected,
+    /// A `requestAuth` rule reads a key the credentials Secret lacks.
+    CredentialsKeyMissing,
     /// The provider asked to be called again later.
     ProviderRetrying,
     /// The provider reported a terminal failure.
@@ -260,6 +264,8 @@ impl Reason {
                 | Self::InvalidConfig
                 | Self::ConfigCheckTimedOut
                 | Self::CredentialsNotFound
+                | Self::CredentialsRejected
+                | Self::CredentialsKeyMissing
                 | Self::CredentialsNotAllowed
                 | Self::ProviderFailed
                 | Self::GuestTrapped

@@ -211,8 +211,12 @@ fn noteworthy(before: &[Condition], after: &[Condition]) -> Vec<(Reason, String)
             let recovered = previous
                 .and_then(|b| Reason::parse(&b.reason))
                 .is_some_and(Reason::is_warning);
-            (!unchanged && (reason.is_warning() || recovered))
-                .then(|| (reason, format!("{}: {}", condition.type_, condition.message)))
+            (!unchanged && (reason.is_warning() || recovered)).then(|| {
+                (
+                    reason,
+                    format!("{}: {}", condition.type_, condition.message),
+                )
+            })
         })
         .collect()
 }
@@ -243,7 +247,11 @@ mod tests {
 
     #[test]
     fn a_new_warning_is_announced_with_its_message() {
-        let after = [condition("InfrastructureReady", "False", "ReferenceNotFound")];
+        let after = [condition(
+            "InfrastructureReady",
+            "False",
+            "ReferenceNotFound",
+        )];
         let events = noteworthy(&[], &after);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].0, Reason::ReferenceNotFound);
@@ -255,7 +263,11 @@ mod tests {
 
     #[test]
     fn progress_is_not_announced() {
-        let waiting = [condition("InfrastructureReady", "False", "WaitingForInfrastructure")];
+        let waiting = [condition(
+            "InfrastructureReady",
+            "False",
+            "WaitingForInfrastructure",
+        )];
         let ready = [condition("InfrastructureReady", "True", "Ready")];
         assert!(reasons(&[], &waiting).is_empty());
         assert!(reasons(&waiting, &ready).is_empty());

@@ -132,6 +132,7 @@ pub fn guest_reason(error: &CallError) -> Reason {
         CallError::OutputTooLarge { .. } => Reason::GuestOutputTooLarge,
         CallError::InvalidResult { .. } => Reason::InvalidProviderResult,
         CallError::Instantiate { .. } | CallError::Abandoned { .. } => Reason::GuestUnavailable,
+        CallError::CredentialsRejected { .. } => Reason::CredentialsRejected,
         CallError::Provider { error, .. } => match error {
             ProviderError::RetryAfter(_) => Reason::ProviderRetrying,
             ProviderError::Terminal(_) => Reason::ProviderFailed,

@@ -89,6 +89,10 @@ pub trait Reconciler:
     const PHASES: &'static [Phase<Self>];
     /// The phases while it is deleted: done when all of them continue.
     const DELETE_PHASES: &'static [Phase<Self>];
+    /// Whether a new phase is worth an Event. Upstream publishes one for a
+    /// Cluster's, none for a MachinePool's (a phase per step of every pool
+    /// of a fleet is many writes that say what the status says).
+    const PHASE_EVENTS: bool = false;
 
     /// The Cluster the object belongs to, from the cache. An error stops
     /// the reconcile before the finalizer (upstream: no finalizer without a
@@ -307,7 +311,8 @@ async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<
     let reference = scope.reference();
     ctx.announce(&reference, before.conditions(), scope.status.conditions())
         .await;
-    if scope.status.phase() != before.phase()
+    if K::PHASE_EVENTS
+        && scope.status.phase() != before.phase()
         && let Some(phase) = scope.status.phase()
     {
         ctx.publish(

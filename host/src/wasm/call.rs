@@ -83,6 +83,7 @@ fn store(host: &Host<'_>, callee: &Callee<'_>) -> Store<CallState> {
         callee.name.clone(),
         callee.limits,
         callee.egress,
+        callee.keys.clone(),
         host.memory,
     );
     let shares_a_budget = state.limiter.shares_a_budget();
@@ -165,11 +166,22 @@ async fn bounded<R>(
     };
     match outcome {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(CallError::Provider {
-            provider: callee.name.to_string(),
-            digest: callee.digest.to_owned(),
-            export,
-            error: cleaned(error),
+        // The guest may have failed because a host turned down the
+        // credentials; that is what the person fixing it must read.
+        Ok(Err(error)) => Err(match store.data().rejected() {
+            Some((host, status)) => CallError::CredentialsRejected {
+                provider: callee.name.to_string(),
+                export,
+                host,
+                status,
+                error: cleaned(error),
+            },
+            None => CallError::Provider {
+                provider: callee.name.to_string(),
+                digest: callee.digest.to_owned(),
+                export,
+                error: cleaned(error),
+            },
         }),
         Err(trap) => Err(classify(callee, export, &store, &trap)),
     }

@@ -210,6 +210,23 @@ pub enum CallError {
         /// The guest's error.
         error: ProviderError,
     },
+    /// The guest's call failed after a host it may reach turned down the
+    /// credentials the host authenticated its request with.
+    #[error(
+        "provider {provider:?} failed in {export} after {host} refused the credentials of ProviderModule {provider:?} (HTTP {status}): {error}"
+    )]
+    CredentialsRejected {
+        /// The provider.
+        provider: String,
+        /// The export called.
+        export: &'static str,
+        /// The host that refused them.
+        host: String,
+        /// Its answer's status (401 or 403).
+        status: u16,
+        /// The guest's own error.
+        error: ProviderError,
+    },
     /// The runtime stopped (the operator is shutting down) before the call ended.
     #[error("the call of {export} of provider {provider:?} was abandoned: the runtime is stopping")]
     Abandoned {
@@ -232,6 +249,7 @@ impl CallError {
             Self::InvalidResult { .. } => "invalid_result",
             Self::Instantiate { .. } => "instantiate",
             Self::Abandoned { .. } => "abandoned",
+            Self::CredentialsRejected { .. } => "credentials_rejected",
             Self::Provider { error, .. } => match error {
                 ProviderError::RetryAfter(_) => "retry_after",
                 ProviderError::Terminal(_) => "terminal",

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::host::auth::{HostAuth, authority_matches};
+
 /// Bounds on one call into a provider.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -69,20 +71,23 @@ pub struct Capabilities {
     /// Hosts (`host` or `host:port`, case-insensitive) outgoing HTTP may
     /// reach. Empty: no outgoing HTTP at all.
     pub allowed_hosts: Vec<String>,
+    /// How the host authenticates requests to some of them.
+    pub request_auth: Vec<HostAuth>,
+    /// Whether calls hand the credentials to the guest too (weaker).
+    pub expose_credentials: bool,
 }
 
 impl Capabilities {
     /// Whether a request to `authority` (`host[:port]`) is allowed.
     pub fn allows(&self, authority: &str) -> bool {
-        let authority = authority.to_ascii_lowercase();
-        let host = authority
-            .rsplit_once(':')
-            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-            .map_or(authority.as_str(), |(host, _)| host);
-        self.allowed_hosts.iter().any(|allowed| {
-            let allowed = allowed.to_ascii_lowercase();
-            allowed == authority || allowed == host
-        })
+        self.allowed_hosts
+            .iter()
+            .any(|allowed| authority_matches(allowed, authority))
+    }
+
+    /// How requests to `authority` are authenticated, if the host does it.
+    pub fn auth_for(&self, authority: &str) -> Option<&HostAuth> {
+        self.request_auth.iter().find(|auth| auth.covers(authority))
     }
 }
 
@@ -268,6 +273,7 @@ mod tests {
     fn allows_listed_host_with_any_port_and_exact_authority() {
         let caps = Capabilities {
             allowed_hosts: vec!["127.0.0.1".into(), "api.example.com:8443".into()],
+            ..Capabilities::default()
         };
         assert!(caps.allows("127.0.0.1:8080"));
         assert!(caps.allows("127.0.0.1"));

@@ -110,6 +110,7 @@ pub(crate) async fn load(
         limits: &limits,
         egress: &egress,
         pre: &pre,
+        keys: None,
     };
     let check = |e| Error::Check(Box::new(e));
     let info = call::info(host, &callee).await.map_err(check)?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::component::{ComponentExportIndex, InstancePre};
 
 use super::bindings::interfaces;
+use super::host::auth::Keys;
 use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
 use super::schema::ConfigSchema;
@@ -46,6 +47,8 @@ pub(crate) struct Callee<'a> {
     pub(crate) limits: &'a Limits,
     pub(crate) egress: &'a Arc<Egress>,
     pub(crate) pre: &'a ProviderPre,
+    /// The credentials the host authenticates this call's requests with.
+    pub(crate) keys: Option<Arc<Keys>>,
 }
 
 /// The pre-instantiated component and where its exports are. Loading
@@ -116,6 +119,7 @@ impl LoadedProvider {
             limits: &self.limits,
             egress: &self.egress,
             pre: &self.pre,
+            keys: None,
         }
     }
 

@@ -10,7 +10,9 @@ use wasmtime::{Engine, Store};
 use super::bindings::types;
 use super::cache::PrecompiledCache;
 use super::call::{GuestResult, Host};
+use super::credentials::withhold;
 use super::engine::{self, EpochTicker};
+use super::host::auth::Keys;
 use super::limits::GuestMemory;
 use super::linkers::Linkers;
 use super::load::{self, ProviderSpec};
@@ -176,9 +178,13 @@ impl Runtime {
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
         let provider = self.provider(provider)?;
+        let (request, keys) = withhold(provider.capabilities(), request);
+        let request = &*request;
+        let mut callee = provider.callee();
+        callee.keys = keys;
         let data = call::run(
             &self.host(),
-            &provider.callee(),
+            &callee,
             "bootstrap.generate",
             async |store, instance, pre| match &pre.world {
                 WorldExports::Bootstrap(bootstrap) => {
@@ -207,13 +213,20 @@ impl Runtime {
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
         let provider = self.provider(provider)?;
+        let (request, keys) = withhold(provider.capabilities(), request);
+        let request = &*request;
         let state = self
-            .infrastructure(&provider, "machine-pools.reconcile", async |store, i, x| {
-                x.machine_pools
-                    .load(&mut *store, i)?
-                    .call_reconcile(store, request)
-                    .await
-            })
+            .infrastructure(
+                &provider,
+                keys,
+                "machine-pools.reconcile",
+                async |store, i, x| {
+                    x.machine_pools
+                        .load(&mut *store, i)?
+                        .call_reconcile(store, request)
+                        .await
+                },
+            )
             .await?;
         let rules = checks::pool_state(&state, request.replicas);
         self.checked(&provider, "machine-pools.reconcile", rules)?;
@@ -227,12 +240,19 @@ impl Runtime {
         request: &machine_pools::DeleteRequest,
     ) -> Result<DeleteOutcome, CallError> {
         let provider = self.provider(provider)?;
-        self.infrastructure(&provider, "machine-pools.delete", async |store, i, x| {
-            x.machine_pools
-                .load(&mut *store, i)?
-                .call_delete(store, request)
-                .await
-        })
+        let (request, keys) = withhold(provider.capabilities(), request);
+        let request = &*request;
+        self.infrastructure(
+            &provider,
+            keys,
+            "machine-pools.delete",
+            async |store, i, x| {
+                x.machine_pools
+                    .load(&mut *store, i)?
+                    .call_delete(store, request)
+                    .await
+            },
+        )
         .await
     }
 
@@ -244,13 +264,20 @@ impl Runtime {
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
         let provider = self.provider(provider)?;
+        let (request, keys) = withhold(provider.capabilities(), request);
+        let request = &*request;
         let state = self
-            .infrastructure(&provider, "clusters.reconcile", async |store, i, x| {
-                x.clusters
-                    .load(&mut *store, i)?
-                    .call_reconcile(store, request)
-                    .await
-            })
+            .infrastructure(
+                &provider,
+                keys,
+                "clusters.reconcile",
+                async |store, i, x| {
+                    x.clusters
+                        .load(&mut *store, i)?
+                        .call_reconcile(store, request)
+                        .await
+                },
+            )
             .await?;
         self.checked(
             &provider,
@@ -267,7 +294,9 @@ impl Runtime {
         request: &clusters::ClusterRequest,
     ) -> Result<DeleteOutcome, CallError> {
         let provider = self.provider(provider)?;
-        self.infrastructure(&provider, "clusters.delete", async |store, i, x| {
+        let (request, keys) = withhold(provider.capabilities(), request);
+        let request = &*request;
+        self.infrastructure(&provider, keys, "clusters.delete", async |store, i, x| {
             x.clusters
                 .load(&mut *store, i)?
                 .call_delete(store, request)
@@ -286,6 +315,7 @@ impl Runtime {
         let provider = self.provider(provider)?;
         self.infrastructure(
             &provider,
+            None,
             "provider-ids.provider-id",
             async |store, i, x| {
                 x.provider_ids
@@ -300,7 +330,7 @@ impl Runtime {
     /// `provider-ids.owns` of `provider`.
     pub async fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
         let provider = self.provider(provider)?;
-        self.infrastructure(&provider, "provider-ids.owns", async |store, i, x| {
+        self.infrastructure(&provider, None, "provider-ids.owns", async |store, i, x| {
             x.provider_ids
                 .load(&mut *store, i)?
                 .call_owns(store, provider_id)
@@ -344,6 +374,7 @@ impl Runtime {
     async fn infrastructure<R>(
         &self,
         provider: &LoadedProvider,
+        keys: Option<Arc<Keys>>,
         export: &'static str,
         body: impl AsyncFnOnce(
             &mut Store<CallState>,
@@ -351,9 +382,11 @@ impl Runtime {
             &InfrastructureExports,
         ) -> GuestResult<R>,
     ) -> Result<R, CallError> {
+        let mut callee = provider.callee();
+        callee.keys = keys;
         call::run(
             &self.host(),
-            &provider.callee(),
+            &callee,
             export,
             async |store, instance, pre| match &pre.world {
                 WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),

@@ -7,6 +7,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::host::auth::Keys;
 use super::host::http::{Egress, EgressPolicy};
 use super::limits::{GuestMemory, Limits, MemoryLimiter};
 
@@ -49,6 +50,7 @@ impl CallState {
         provider: Arc<str>,
         limits: &Limits,
         egress: &Arc<Egress>,
+        keys: Option<Arc<Keys>>,
         memory: &GuestMemory,
     ) -> Self {
         Self {
@@ -56,13 +58,19 @@ impl CallState {
             stderr: None,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            egress: EgressPolicy::new(provider.clone(), egress.clone(), limits.deadline),
+            egress: EgressPolicy::new(provider.clone(), egress.clone(), limits.deadline, keys),
             limiter: MemoryLimiter::new(limits.memory_bytes, memory),
             provider,
             log_lines_left: limits.max_log_lines,
             log_lines_dropped: 0,
             panic_message: None,
         }
+    }
+
+    /// The first host that turned down the credentials of this call's
+    /// authenticated requests, and its status.
+    pub(crate) fn rejected(&self) -> Option<(String, u16)> {
+        self.egress.rejected()
     }
 
     /// What the guest said before it died: what it wrote to stderr (a

@@ -102,8 +102,12 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     let fixture = fixture::parse(&text).map_err(|e| {
         anyhow!("bad fixture {path}: {e} (see `capwasm provider test --help` for the format)")
     })?;
+    // A fixture's credentials are the developer's own: handed to the
+    // guest as written, there being no Secret for the host to sign with.
     let capabilities = Capabilities {
         allowed_hosts: args.allow_hosts.clone(),
+        request_auth: Vec::new(),
+        expose_credentials: true,
     };
     let loaded = load(&args.file, args.limits.limits(), capabilities)?;
     // Before the config check: a config cannot make up for the wrong component.
@@ -225,6 +229,23 @@ fn describe(error: &CallError) -> Option<(String, Verdict)> {
                 Verdict::InvalidConfig,
             ),
         },
+        CallError::CredentialsRejected {
+            host,
+            status,
+            error,
+            ..
+        } => {
+            let (line, verdict) = describe(&CallError::Provider {
+                provider: String::new(),
+                digest: String::new(),
+                export: "",
+                error: error.clone(),
+            })?;
+            (
+                format!("{host} refused the credentials (HTTP {status}); {line}"),
+                verdict,
+            )
+        }
         CallError::Trapped { export, trap, .. } => {
             (format!("trap in {export}: {trap}"), Verdict::Trap)
         }

@@ -34,6 +34,7 @@ impl Reconciler for Cluster {
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const SUMMARY: ConditionType = ConditionType::Available;
+    const PHASE_EVENTS: bool = true;
     const PHASES: &'static [Phase<Self>] = phases![Cluster:
         infrastructure::run,
         control_plane::run,

@@ -11,7 +11,7 @@ use kube::{Api, Resource as _, ResourceExt as _};
 
 use super::CONTROLLER;
 use crate::api::conditions::Desired;
-use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec};
+use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec, RequestAuth};
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -19,7 +19,8 @@ use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
 use crate::wasm::{
-    self, Capabilities, HttpLimits, Limits, LoadedProvider, ProviderSource, ProviderSpec,
+    self, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, Capabilities, HostAuth, HttpLimits, Limits,
+    LoadedProvider, ProviderSource, ProviderSpec, Scheme,
 };
 
 /// Removed only after the module is taken out of service.
@@ -251,13 +252,42 @@ fn limits(spec: &ProviderModuleSpec, defaults: &Limits) -> Limits {
 }
 
 fn capabilities(spec: &ProviderModuleSpec) -> Capabilities {
+    let Some(granted) = spec.capabilities.as_ref() else {
+        return Capabilities::default();
+    };
     Capabilities {
-        allowed_hosts: spec
-            .capabilities
-            .as_ref()
-            .map(|c| c.allowed_hosts.clone())
-            .unwrap_or_default(),
+        allowed_hosts: granted.allowed_hosts.clone(),
+        request_auth: granted.request_auth.iter().filter_map(host_auth).collect(),
+        expose_credentials: granted.expose_credentials_to_guest,
     }
+}
+
+/// A rule as the runtime applies it; `None` for one naming no scheme
+/// (the API server refuses those).
+fn host_auth(rule: &RequestAuth) -> Option<HostAuth> {
+    let scheme = match (&rule.aws_sig_v4, &rule.bearer) {
+        (Some(sigv4), _) => Scheme::AwsSigV4 {
+            service: sigv4.service.clone(),
+            region: sigv4.region.clone(),
+            access_key_id: sigv4
+                .access_key_id_key
+                .clone()
+                .unwrap_or_else(|| AWS_ACCESS_KEY_ID.into()),
+            secret_access_key: sigv4
+                .secret_access_key_key
+                .clone()
+                .unwrap_or_else(|| AWS_SECRET_ACCESS_KEY.into()),
+            session_token: sigv4.session_token_key.clone(),
+        },
+        (None, Some(bearer)) => Scheme::Bearer {
+            token: bearer.token_key.clone(),
+        },
+        (None, None) => return None,
+    };
+    Some(HostAuth {
+        host: rule.host.clone(),
+        scheme,
+    })
 }
 
 fn same_digest(pinned: &str, digest: &str) -> bool {

@@ -10,8 +10,8 @@
 //! sockets guests can hold all together, so that the operator's own clients
 //! always have descriptors left.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http_body_util::BodyExt as _;
@@ -20,6 +20,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::super::limits::{Capabilities, HttpLimits};
 use super::super::metrics::Metrics;
+use super::auth::{self, Keys};
 
 /// No single HTTP phase may take longer, whatever the guest asks for.
 const MAX_PHASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,17 +64,37 @@ pub(crate) struct EgressPolicy {
     in_flight: Option<Arc<Semaphore>>,
     /// The call's deadline: no phase waits longer.
     deadline: Duration,
+    /// The credentials the host authenticates this call's requests with.
+    keys: Option<Arc<Keys>>,
+    /// The first host that turned down those credentials, and its status.
+    rejected: Arc<Mutex<Option<(String, u16)>>>,
 }
 
 impl EgressPolicy {
-    pub(crate) fn new(provider: Arc<str>, egress: Arc<Egress>, deadline: Duration) -> Self {
+    pub(crate) fn new(
+        provider: Arc<str>,
+        egress: Arc<Egress>,
+        deadline: Duration,
+        keys: Option<Arc<Keys>>,
+    ) -> Self {
         Self {
             provider,
             egress,
             sent: 0,
             in_flight: None,
             deadline,
+            keys,
+            rejected: Arc::default(),
         }
+    }
+
+    /// The first host that answered an authenticated request of this call
+    /// with 401 or 403, and the status.
+    pub(crate) fn rejected(&self) -> Option<(String, u16)> {
+        self.rejected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Permits for one more request, or the limit it would cross.
@@ -154,6 +175,11 @@ impl WasiHttpHooks for EgressPolicy {
                 return Box::new(async { Err(Error::ConnectionLimitReached) });
             }
         };
+        // Authenticated by the host, or not at all: a host with a rule
+        // never gets the request unauthenticated.
+        let auth = self.egress.capabilities.auth_for(&authority).cloned();
+        let keys = self.keys.clone();
+        let rejected = self.rejected.clone();
         let limits = self.egress.limits;
         let options = bounded(options.unwrap_or_default(), self.deadline);
         let counter = |limit| {
@@ -178,6 +204,13 @@ impl WasiHttpHooks for EgressPolicy {
         };
         let count_response = counter("response_body");
         Box::new(async move {
+            let request = match &auth {
+                Some(auth) => {
+                    let keys = keys.unwrap_or_default();
+                    auth::authenticate(request, auth, &keys).await?
+                }
+                None => request,
+            };
             let sent = wasmtime_wasi_http::default_send_request(request, Some(options)).await;
             // A streamed body over its cap fails the send as a protocol
             // error; the guest is told what it crossed.
@@ -195,6 +228,13 @@ impl WasiHttpHooks for EgressPolicy {
             if declared.is_some_and(|length| length > limits.max_response_body_bytes) {
                 count_response();
                 return Err(Error::HttpResponseBodySize(declared));
+            }
+            let status = response.status().as_u16();
+            if auth.is_some() && matches!(status, 401 | 403) {
+                rejected
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert((authority, status));
             }
             let response =
                 response.map(|body| response_body.apply(body.boxed_unsync(), count_response));

@@ -1,0 +1,104 @@
+//! moto's server, the AWS emulator (PyPI, installed by `tests/moto/install.sh`
+//! into a virtualenv outside the clone), one per test on a loopback port
+//! with signature checking on. Its first [`SETUP_CALLS`] calls pass
+//! unchecked: the harness makes an IAM user allowed everything and an
+//! access key with them, through moto's own IAM API (boto3 from the same
+//! virtualenv). Every later request must be signed with that key.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::binaries::build_script;
+use crate::ports::free_port;
+use crate::probe;
+use crate::process::Process;
+use crate::{Error, Result};
+
+/// Unchecked calls moto allows before it checks signatures: the set-up's.
+const SETUP_CALLS: &str = "3";
+/// How long moto gets to answer.
+const READY: Duration = Duration::from_secs(30);
+
+/// Makes the user, its policy and its key; prints `<id> <secret>`.
+const SETUP: &str = r#"
+import json, sys
+import boto3
+iam = boto3.client("iam", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="setup", aws_secret_access_key="setup")
+iam.create_user(UserName="capwasm")
+iam.put_user_policy(UserName="capwasm", PolicyName="everything", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+key = iam.create_access_key(UserName="capwasm")["AccessKey"]
+print(key["AccessKeyId"], key["SecretAccessKey"])
+"#;
+
+/// A running moto server; stopped when dropped.
+pub struct Moto {
+    _process: Process,
+    _dir: TempDir,
+    /// `127.0.0.1:<port>`.
+    pub authority: String,
+    /// The access key id of a user allowed everything.
+    pub access_key_id: String,
+    /// Its secret access key.
+    pub secret_access_key: String,
+}
+
+impl Moto {
+    /// Installs moto the first time, starts it and makes the key.
+    pub async fn start() -> Result<Self> {
+        let bin = build_script("moto/install.sh")?;
+        let dir = crate::rundir::create(&crate::rundir::default_root())?;
+        let authority = format!("127.0.0.1:{}", free_port()?);
+        let (host, port) = authority.split_once(':').unwrap_or_default();
+        let args = ["-H", host, "-p", port].map(str::to_owned);
+        let mut process = Process::spawn_exiting_with_stdin(
+            "moto",
+            &bin.join("moto_server"),
+            &args,
+            &[("INITIAL_NO_AUTH_ACTION_COUNT", SETUP_CALLS)],
+            dir.path().join("moto.log"),
+        )?;
+        let started = Instant::now();
+        while !matches!(probe::get(&authority, "/moto-api/").await, Some((200, _))) {
+            if let Some(status) = process.exited() {
+                return Err(process.not_ready(format!("exited: {status}")));
+            }
+            if started.elapsed() > READY {
+                return Err(process.not_ready(format!("no answer within {READY:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let python: PathBuf = bin.join("python");
+        let output = Command::new(&python)
+            .args(["-c", SETUP, &format!("http://{authority}")])
+            .output()
+            .map_err(|source| Error::Spawn {
+                name: "moto set-up",
+                binary: python.clone(),
+                source,
+            })?;
+        let printed = String::from_utf8_lossy(&output.stdout);
+        let Some((id, secret)) = printed
+            .trim()
+            .split_once(' ')
+            .filter(|_| output.status.success())
+        else {
+            return Err(process.not_ready(format!(
+                "making an access key failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        };
+        Ok(Self {
+            authority: authority.clone(),
+            access_key_id: id.to_owned(),
+            secret_access_key: secret.to_owned(),
+            _process: process,
+            _dir: dir,
+        })
+    }
+}
