@@ -57,6 +57,7 @@ test: lint guests
 	  assets=$$($(CONTROLPLANE) --verbose) && \
 	  tests/upstream-capi/build.sh --verbose >/dev/null && \
 	  tests/kustomize/build.sh >/dev/null && \
+	  tests/moto/install.sh >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \

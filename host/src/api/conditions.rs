@@ -29,6 +29,8 @@ pub enum ConditionType {
     ScalingUp,
     /// A MachinePool of the Cluster has more replicas than it wants.
     ScalingDown,
+    /// A ProviderModule's credentials Secret holds every key its `requestAuth` reads.
+    CredentialsReady,
 }
 
 impl ConditionType {
@@ -46,6 +48,7 @@ impl ConditionType {
             Self::WorkersAvailable => "WorkersAvailable",
             Self::ScalingUp => "ScalingUp",
             Self::ScalingDown => "ScalingDown",
+            Self::CredentialsReady => "CredentialsReady",
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod cluster;
 mod config;
 pub mod context;
+pub mod credentials;
 pub mod error;
 pub mod external;
 mod finalizer;

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::{Api, Resource, ResourceExt as _};
+use kube::{Resource, ResourceExt as _};
 use serde_json::Value;
 
 use crate::api::conditions::Desired;
@@ -21,13 +20,11 @@ use crate::wasm::{CallError, LoadedProvider, World};
 
 use super::config::ConfigError;
 use super::context::Context;
+use super::credentials;
 use super::error::Error;
 use super::outcome::{Outcome, Wait};
 use super::reconciler::{Reconciler, Scope};
 
-/// How soon to look again for a credentials Secret that is not there
-/// (credentials Secrets are not watched).
-const CREDENTIALS_POLL: Duration = Duration::from_secs(30);
 /// How soon to look again for the verdict of a config check that outran its budget.
 const CONFIG_CHECK_RETRY: Duration = Duration::from_secs(5);
 
@@ -217,54 +214,9 @@ where
         Ok(text) => text,
         Err(refused) => return Ok(refused),
     };
-    let credentials = match module
-        .spec
-        .capabilities
-        .as_ref()
-        .and_then(|c| c.credentials_secret.as_ref())
-    {
-        None => Vec::new(),
-        Some(secret) => {
-            if let Some(allowed) = &ctx.settings.credentials_namespace
-                && *allowed != secret.namespace
-            {
-                return Ok(wait(
-                    Reason::CredentialsNotAllowed,
-                    format!(
-                        "ProviderModule {name:?} names the credentials Secret {}/{}, but credentials are read only from namespace {allowed:?}",
-                        secret.namespace, secret.name
-                    ),
-                ));
-            }
-            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret.namespace);
-            let found = api
-                .get_opt(&secret.name)
-                .await
-                .map_err(|source| Error::Get {
-                    kind: "Secret",
-                    name: secret.name.clone(),
-                    source,
-                })?;
-            let Some(found) = found else {
-                return Ok(Outcome::Wait(Wait::after(
-                    Reason::CredentialsNotFound,
-                    format!(
-                        "the credentials Secret {}/{} of ProviderModule {name:?} does not exist",
-                        secret.namespace, secret.name
-                    ),
-                    CREDENTIALS_POLL,
-                )));
-            };
-            found
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(key, value)| types::Credential {
-                    key,
-                    value: value.0,
-                })
-                .collect()
-        }
+    let credentials = match credentials::read(ctx, &name, &module.spec).await? {
+        Ok(credentials) => credentials,
+        Err(wait) => return Ok(Outcome::Wait(wait)),
     };
     scope.found.prepared = Some(Prepared {
         provider,

@@ -11,17 +11,15 @@ use kube::{Api, Resource as _, ResourceExt as _};
 
 use super::CONTROLLER;
 use crate::api::conditions::Desired;
-use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec, RequestAuth};
+use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec};
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
+use crate::controllers::credentials::{self, CREDENTIALS_POLL, capabilities};
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
-use crate::wasm::{
-    self, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, Capabilities, HostAuth, HttpLimits, Limits,
-    LoadedProvider, ProviderSource, ProviderSpec, Scheme,
-};
+use crate::wasm::{self, HttpLimits, Limits, LoadedProvider, ProviderSource, ProviderSpec};
 
 /// Removed only after the module is taken out of service.
 pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
@@ -39,10 +37,46 @@ impl Reconciler for ProviderModule {
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const SUMMARY: ConditionType = ConditionType::Ready;
-    const PHASES: &'static [Phase<Self>] = phases![ProviderModule: load];
+    const PHASES: &'static [Phase<Self>] = phases![ProviderModule: load, check_credentials];
     const DELETE_PHASES: &'static [Phase<Self>] = phases![ProviderModule: unload];
 
     fn summarize(_: &mut Scope<Self>, _: &Context, _: &[Result<Outcome, Error>]) {}
+}
+
+/// Whether the credentials Secret holds every key `requestAuth` reads, as
+/// `CredentialsReady` (only for modules with rules): a missing key is named
+/// here, before any call needs it.
+async fn check_credentials(
+    scope: &mut Scope<ProviderModule>,
+    ctx: &Context,
+) -> Result<Outcome, Error> {
+    let spec = &scope.object.spec;
+    if spec
+        .capabilities
+        .as_ref()
+        .is_none_or(|c| c.request_auth.is_empty())
+    {
+        return Ok(Outcome::Continue);
+    }
+    let name = scope.object.name_any();
+    match credentials::read(ctx, &name, spec).await? {
+        Ok(_) => {
+            scope.set(Desired::holds(
+                ConditionType::CredentialsReady,
+                Reason::Ready,
+                "the credentials Secret holds every key requestAuth reads",
+            ));
+            Ok(Outcome::Continue)
+        }
+        Err(wait) => {
+            scope.set(Desired::fails(
+                ConditionType::CredentialsReady,
+                wait.reason,
+                wait.message,
+            ));
+            Ok(Outcome::RequeueAfter(CREDENTIALS_POLL))
+        }
+    }
 }
 
 /// Takes the module out of service; calls in flight finish on the version they hold.
@@ -249,45 +283,6 @@ fn limits(spec: &ProviderModuleSpec, defaults: &Limits) -> Limits {
             ),
         },
     }
-}
-
-fn capabilities(spec: &ProviderModuleSpec) -> Capabilities {
-    let Some(granted) = spec.capabilities.as_ref() else {
-        return Capabilities::default();
-    };
-    Capabilities {
-        allowed_hosts: granted.allowed_hosts.clone(),
-        request_auth: granted.request_auth.iter().filter_map(host_auth).collect(),
-        expose_credentials: granted.expose_credentials_to_guest,
-    }
-}
-
-/// A rule as the runtime applies it; `None` for one naming no scheme
-/// (the API server refuses those).
-fn host_auth(rule: &RequestAuth) -> Option<HostAuth> {
-    let scheme = match (&rule.aws_sig_v4, &rule.bearer) {
-        (Some(sigv4), _) => Scheme::AwsSigV4 {
-            service: sigv4.service.clone(),
-            region: sigv4.region.clone(),
-            access_key_id: sigv4
-                .access_key_id_key
-                .clone()
-                .unwrap_or_else(|| AWS_ACCESS_KEY_ID.into()),
-            secret_access_key: sigv4
-                .secret_access_key_key
-                .clone()
-                .unwrap_or_else(|| AWS_SECRET_ACCESS_KEY.into()),
-            session_token: sigv4.session_token_key.clone(),
-        },
-        (None, Some(bearer)) => Scheme::Bearer {
-            token: bearer.token_key.clone(),
-        },
-        (None, None) => return None,
-    };
-    Some(HostAuth {
-        host: rule.host.clone(),
-        scheme,
-    })
 }
 
 fn same_digest(pinned: &str, digest: &str) -> bool {
