@@ -15,7 +15,8 @@ use capwasm::wasm::types::{
     self, BootstrapData, BootstrapFormat, Credential, DeleteOutcome, ProviderError,
 };
 use capwasm::wasm::{
-    CallError, Capabilities, Limits, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
+    CallError, Capabilities, HostAuth, Limits, ProviderSource, ProviderSpec, Runtime,
+    RuntimeSettings, Scheme,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -30,11 +31,16 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// The runtime with sim-infrastructure loaded, allowed to reach 127.0.0.1 only.
 async fn runtime() -> Runtime {
-    let runtime = Runtime::new(RuntimeSettings::default(), None).expect("runtime");
-    let capabilities = Capabilities {
+    runtime_with(Capabilities {
         allowed_hosts: vec!["127.0.0.1".into()],
         ..Capabilities::default()
-    };
+    })
+    .await
+}
+
+/// The runtime with sim-infrastructure loaded under `capabilities`.
+async fn runtime_with(capabilities: Capabilities) -> Runtime {
+    let runtime = Runtime::new(RuntimeSettings::default(), None).expect("runtime");
     runtime
         .swap(ProviderSpec {
             name: String::from(PROVIDER),
@@ -351,6 +357,9 @@ async fn delete_is_done_once_the_cloud_has_no_instance_of_the_pool() -> Result<(
     Ok(())
 }
 
+/// The cloud's bearer token, added by the host from the credentials (the
+/// guest never holds it), or handed to the guest where the module exposes
+/// the credentials (the weaker, opt-in way): either way the cloud wants it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> Result<()> {
     let running = cloud(Settings {
@@ -358,21 +367,49 @@ async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> R
         ..instant()
     })
     .await;
-    let runtime = runtime().await;
+    let host = running.endpoint().trim_start_matches("http://").to_owned();
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 1);
     let credential = |value: &[u8]| Credential {
         key: "token".into(),
         value: value.to_vec(),
     };
 
-    assert_terminal(reconcile(&runtime, &request).await, "Unauthorized");
+    let signing = runtime_with(Capabilities {
+        allowed_hosts: vec![host.clone()],
+        request_auth: vec![HostAuth {
+            host: host.clone(),
+            scheme: Scheme::Bearer {
+                token: "token".into(),
+            },
+        }],
+        expose_credentials: false,
+    })
+    .await;
     request.credentials = vec![credential(b"wrong")];
-    assert_terminal(reconcile(&runtime, &request).await, "Unauthorized");
+    match reconcile(&signing, &request).await {
+        Err(CallError::CredentialsRejected {
+            host: rejecting,
+            status: 401,
+            ..
+        }) => assert_eq!(rejecting, host),
+        other => panic!("expected the credentials rejected by {host}, got {other:?}"),
+    }
     assert_eq!(running.cloud().total_creations(), 0);
-
     request.credentials = vec![credential(b"s3cret")];
-    let state = reconcile(&runtime, &request).await?;
-    assert_eq!(state.instances.len(), 1);
+    assert_eq!(reconcile(&signing, &request).await?.instances.len(), 1);
+
+    let exposing = runtime_with(Capabilities {
+        allowed_hosts: vec![host],
+        expose_credentials: true,
+        ..Capabilities::default()
+    })
+    .await;
+    request.credentials = Vec::new();
+    assert_terminal(reconcile(&exposing, &request).await, "Unauthorized");
+    request.credentials = vec![credential(b"wrong")];
+    assert_terminal(reconcile(&exposing, &request).await, "Unauthorized");
+    request.credentials = vec![credential(b"s3cret")];
+    assert_eq!(reconcile(&exposing, &request).await?.instances.len(), 1);
     Ok(())
 }
 
