@@ -488,3 +488,94 @@ async fn a_failed_start_names_the_cause_and_leaves_nothing() -> Result<()> {
     );
     Ok(())
 }
+
+/// The EC2 kubelets register a Ready Node for a running instance whose
+/// user data joins its Cluster's API server, none for one whose user data
+/// would not, and delete the Node when the instance terminates.
+#[tokio::test]
+async fn ec2_kubelets_follow_the_running_instances_of_moto() -> Result<()> {
+    use testenv::ec2_kubelet::Ec2Kubelets;
+    use testenv::moto::Moto;
+
+    const RUN: &str = r##"
+import base64, sys, boto3
+ec2 = boto3.client("ec2", endpoint_url=sys.argv[1])
+image = ec2.describe_images()["Images"][0]["ImageId"]
+ids = []
+for name, data in (("joins", sys.argv[2]), ("does-not", "#!/bin/sh\necho hello\n")):
+    run = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, UserData=data,
+        Placement={"AvailabilityZone": "us-east-1a"},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": "capwasm.dev/cluster", "Value": "ns/c1"}, {"Key": "Name", "Value": name}]}])
+    ids.append(run["Instances"][0]["InstanceId"])
+print(" ".join(ids))
+"##;
+    const JOIN: &str = "#cloud-config
+write_files:
+  - path: /run/kubeadm/kubeadm-join-config.yaml
+    content: |
+      kind: JoinConfiguration
+      discovery:
+        bootstrapToken:
+          apiServerEndpoint: 10.1.2.3:6443
+runcmd:
+  - kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml
+";
+    let env = TestEnv::shared().await?;
+    let workload = env.workload().context("a workload server")?.client()?;
+    let moto = Moto::start().await?;
+    let kubelets = Ec2Kubelets::start(&moto, "us-east-1", workload.clone())?;
+    kubelets
+        .endpoints
+        .lock()
+        .unwrap()
+        .insert("ns/c1".into(), "10.1.2.3:6443".into());
+    let printed = moto.boto3(RUN, &[JOIN])?;
+    let ids: Vec<&str> = printed.split_whitespace().collect();
+    let [joins, does_not] = ids[..] else {
+        bail!("expected two instance ids, got {printed:?}");
+    };
+    let nodes: Api<Node> = Api::all(workload);
+    let node = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Some(node) = nodes.get_opt(joins).await? {
+                let ready = node
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                if ready {
+                    return anyhow::Ok(node);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .context("the joining instance's Node is Ready within 30 s")??;
+    assert_eq!(
+        node.spec.and_then(|s| s.provider_id).as_deref(),
+        Some(format!("aws:///us-east-1a/{joins}").as_str())
+    );
+    assert!(
+        nodes.get_opt(does_not).await?.is_none(),
+        "user data that cannot join"
+    );
+
+    moto.boto3(
+        r#"
+import sys, boto3
+boto3.client("ec2", endpoint_url=sys.argv[1]).terminate_instances(InstanceIds=[sys.argv[2]])
+"#,
+        &[joins],
+    )?;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while nodes.get_opt(joins).await?.is_some() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await
+    .context("the terminated instance's Node is deleted within 30 s")??;
+    Ok(())
+}

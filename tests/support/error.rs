@@ -67,6 +67,9 @@ pub enum Error {
     /// A manifest is not a Kubernetes object capwasm's tests can apply.
     #[error("invalid manifest: {0}")]
     Manifest(String),
+    /// An outside tool the harness runs failed.
+    #[error("{0}")]
+    Tool(String),
     /// A CRD did not become established in time.
     #[error("CRD {0} was not established within the deadline")]
     CrdNotEstablished(String),

@@ -15,6 +15,7 @@ mod apiserver;
 mod binaries;
 mod certs;
 mod crds;
+pub mod ec2_kubelet;
 mod env;
 mod error;
 mod etcd;

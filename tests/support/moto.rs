@@ -41,6 +41,8 @@ pub struct Moto {
     _dir: TempDir,
     /// `127.0.0.1:<port>`.
     pub authority: String,
+    /// The virtualenv's `bin/` (its `python` has boto3).
+    pub bin: PathBuf,
     /// The access key id of a user allowed everything.
     pub access_key_id: String,
     /// Its secret access key.
@@ -95,10 +97,40 @@ impl Moto {
         };
         Ok(Self {
             authority: authority.clone(),
+            bin,
             access_key_id: id.to_owned(),
             secret_access_key: secret.to_owned(),
             _process: process,
             _dir: dir,
         })
+    }
+
+    /// Runs `script` with boto3 as the key's user: `sys.argv[1]` is the
+    /// endpoint, then `args`; what it printed, or why it failed.
+    pub fn boto3(&self, script: &str, args: &[&str]) -> Result<String> {
+        let python = self.bin.join("python");
+        let output = Command::new(&python)
+            .arg("-c")
+            .arg(script)
+            .arg(format!("http://{}", self.authority))
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", &self.access_key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret_access_key)
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .output()
+            .map_err(|source| Error::Spawn {
+                name: "boto3 script",
+                binary: python,
+                source,
+            })?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(Error::Tool(format!(
+                "a boto3 script failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )))
+        }
     }
 }
