@@ -10,46 +10,12 @@ use capwasm::api::providermodule::{
 use capwasm::api::{ProviderModule, WasmCluster};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::{self, ClusterBuilder, ProviderModuleBuilder};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::CREDENTIALS_NAMESPACE;
-use testenv::flows::{Scenario, condition, create, wait_for};
+use testenv::flows::{Scenario, condition, create, credentials_secret, wait_for};
 use testenv::moto::Moto;
-
-/// Writes the credentials Secret `name` with `entries`, replacing what it held.
-async fn credentials(client: &Client, name: &str, entries: &[(&str, &str)]) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(CREDENTIALS_NAMESPACE.into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    // Another test may have made it already.
-    let _ = namespaces.create(&PostParams::default(), &namespace).await;
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            entries
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Secret::default()
-    };
-    let params = PatchParams::apply("request-auth-test").force();
-    Api::<Secret>::namespaced(client.clone(), CREDENTIALS_NAMESPACE)
-        .patch(name, &params, &Patch::Apply(&secret))
-        .await
-        .unwrap();
-}
 
 /// Waits until WasmCluster `name`'s Ready condition has `reason`; its message.
 async fn ready_reason(api: &Api<WasmCluster>, name: &str, reason: &str) -> String {
@@ -114,7 +80,7 @@ async fn the_host_signs_for_a_provider_that_never_holds_the_keys() {
     let secret_name = format!("{ns}-aws");
     let module = dump_module(&module_name, &secret_name, &moto.authority);
     // First without the secret key: named, and nothing is called.
-    credentials(
+    credentials_secret(
         &client,
         &secret_name,
         &[("AWS_ACCESS_KEY_ID", &moto.access_key_id)],
@@ -164,7 +130,7 @@ async fn the_host_signs_for_a_provider_that_never_holds_the_keys() {
 
     // The right keys: moto accepts the host's signature, and the guest,
     // which sent on all it was given, reports the answer.
-    credentials(
+    credentials_secret(
         &client,
         &secret_name,
         &[
@@ -183,7 +149,7 @@ async fn the_host_signs_for_a_provider_that_never_holds_the_keys() {
 
     // A wrong secret: the condition names the module and the host, not the key.
     let wrong = "not-the-secret-access-key";
-    credentials(
+    credentials_secret(
         &client,
         &secret_name,
         &[

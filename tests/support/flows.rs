@@ -13,15 +13,18 @@ use capwasm::api::{
 use capwasm::simcloud::{self, RunningSimCloud, SimCloud};
 use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
-use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::{ByteString, NamespaceResourceScope};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::runtime::wait::await_condition;
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::{ApiServer, Error, Result, Stack};
+use crate::{ApiServer, CREDENTIALS_NAMESPACE, Error, Result, Stack};
 
 /// How long a test waits for the operator to get somewhere.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -554,4 +557,41 @@ pub fn v1beta1_pool(namespace: &str, name: &str, cluster: &str, replicas: i32) -
             }},
         },
     })
+}
+
+/// Writes the credentials Secret `name` (in [`CREDENTIALS_NAMESPACE`], made
+/// if missing) with `entries`, replacing what it held.
+///
+/// # Panics
+///
+/// If the API server refuses.
+pub async fn credentials_secret(client: &Client, name: &str, entries: &[(&str, &str)]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(CREDENTIALS_NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    // Another test may have made it already.
+    let _ = namespaces.create(&PostParams::default(), &namespace).await;
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            entries
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Secret::default()
+    };
+    let params = PatchParams::apply("request-auth-test").force();
+    Api::<Secret>::namespaced(client.clone(), CREDENTIALS_NAMESPACE)
+        .patch(name, &params, &Patch::Apply(&secret))
+        .await
+        .unwrap();
 }
