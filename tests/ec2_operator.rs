@@ -59,23 +59,7 @@ fn module(name: &str, secret: &str, moto: &Moto) -> ProviderModule {
     )
     .timeout_millis(20_000)
     .build();
-    module.spec.capabilities = Some(ModuleCapabilities {
-        allowed_hosts: vec![moto.authority.clone()],
-        credentials_secret: Some(SecretReference {
-            namespace: CREDENTIALS_NAMESPACE.into(),
-            name: secret.into(),
-        }),
-        request_auth: vec![RequestAuth {
-            host: moto.authority.clone(),
-            aws_sig_v4: Some(AwsSigV4 {
-                service: "ec2".into(),
-                region: "us-east-1".into(),
-                ..AwsSigV4::default()
-            }),
-            bearer: None,
-        }],
-        expose_credentials_to_guest: false,
-    });
+    module.spec.capabilities = Some(moto.signed_capabilities(secret));
     module
 }
 

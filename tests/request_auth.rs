@@ -41,32 +41,16 @@ async fn nudge(api: &Api<WasmCluster>, name: &str, n: u32) {
         .unwrap();
 }
 
-/// The credential-dump guest as module `name`, reaching `authority` with
+/// The credential-dump guest as module `name`, reaching `moto` with
 /// requests the host signs with the keys of Secret `secret`.
-fn dump_module(name: &str, secret: &str, authority: &str) -> ProviderModule {
+fn dump_module(name: &str, secret: &str, moto: &Moto) -> ProviderModule {
     let mut module = ProviderModuleBuilder::file(
         name,
         World::Infrastructure,
         &guest_path("hostile_credential_dump.wasm").to_string_lossy(),
     )
     .build();
-    module.spec.capabilities = Some(ModuleCapabilities {
-        allowed_hosts: vec![authority.to_owned()],
-        credentials_secret: Some(SecretReference {
-            namespace: CREDENTIALS_NAMESPACE.into(),
-            name: secret.to_owned(),
-        }),
-        request_auth: vec![RequestAuth {
-            host: authority.to_owned(),
-            aws_sig_v4: Some(AwsSigV4 {
-                service: "ec2".into(),
-                region: "us-east-1".into(),
-                ..AwsSigV4::default()
-            }),
-            bearer: None,
-        }],
-        expose_credentials_to_guest: false,
-    });
+    module.spec.capabilities = Some(moto.signed_capabilities(secret));
     module
 }
 
@@ -78,7 +62,7 @@ async fn the_host_signs_for_a_provider_that_never_holds_the_keys() {
     } = Scenario::new("auth").await;
     let module_name = format!("{ns}-dump");
     let secret_name = format!("{ns}-aws");
-    let module = dump_module(&module_name, &secret_name, &moto.authority);
+    let module = dump_module(&module_name, &secret_name, &moto);
     // First without the secret key: named, and nothing is called.
     credentials_secret(
         &client,

@@ -9,13 +9,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use capwasm::api::providermodule::{AwsSigV4, ModuleCapabilities, RequestAuth, SecretReference};
 use tempfile::TempDir;
 
 use crate::binaries::build_script;
 use crate::ports::free_port;
 use crate::probe;
 use crate::process::Process;
-use crate::{Error, Result};
+use crate::{CREDENTIALS_NAMESPACE, Error, Result};
 
 /// Unchecked calls moto allows before it checks signatures: the set-up's.
 const SETUP_CALLS: &str = "3";
@@ -131,6 +132,29 @@ impl Moto {
                 output.status,
                 String::from_utf8_lossy(&output.stderr)
             )))
+        }
+    }
+
+    /// A ProviderModule's capabilities reaching this moto, its requests
+    /// signed by the host (SigV4, `ec2` in `us-east-1`) with the default
+    /// keys of credentials Secret `secret` in [`CREDENTIALS_NAMESPACE`].
+    pub fn signed_capabilities(&self, secret: &str) -> ModuleCapabilities {
+        ModuleCapabilities {
+            allowed_hosts: vec![self.authority.clone()],
+            credentials_secret: Some(SecretReference {
+                namespace: CREDENTIALS_NAMESPACE.into(),
+                name: secret.to_owned(),
+            }),
+            request_auth: vec![RequestAuth {
+                host: self.authority.clone(),
+                aws_sig_v4: Some(AwsSigV4 {
+                    service: "ec2".into(),
+                    region: "us-east-1".into(),
+                    ..AwsSigV4::default()
+                }),
+                bearer: None,
+            }],
+            expose_credentials_to_guest: false,
         }
     }
 }

@@ -5,6 +5,7 @@
 use alloc::collections::{BTreeMap, BTreeSet};
 
 use capwasm_provider_sdk::config::{self, JsonPath};
+use capwasm_provider_sdk::http::is_base_url;
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::ProviderError;
 use serde::Deserialize;
@@ -266,20 +267,6 @@ fn is_instance_type(name: &str) -> bool {
     name.split_once('.').is_some_and(|(family, size)| {
         is_name(family, 32, false) && is_name(size, 31, false) && !size.contains('-')
     })
-}
-
-fn is_base_url(url: &str) -> bool {
-    let Some(rest) = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = rest.split('/').next().unwrap_or_default();
-    !host.is_empty()
-        && !host.contains('@')
-        && !url.contains(['?', '#'])
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 #[cfg(test)]

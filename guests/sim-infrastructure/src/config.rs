@@ -4,6 +4,7 @@
 use alloc::collections::{BTreeMap, BTreeSet};
 
 use capwasm_provider_sdk::config::{self, JsonPath};
+use capwasm_provider_sdk::http::is_base_url;
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{ApiEndpoint, ProviderError};
 use serde::Deserialize;
@@ -177,20 +178,6 @@ fn is_name(name: &str, dots: bool) -> bool {
         }
         _ => false,
     }
-}
-
-fn is_base_url(url: &str) -> bool {
-    let Some(rest) = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = rest.split('/').next().unwrap_or_default();
-    !host.is_empty()
-        && !host.contains('@')
-        && !url.contains(['?', '#'])
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// The host of a base URL, without port or IPv6 brackets.

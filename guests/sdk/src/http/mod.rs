@@ -24,7 +24,7 @@ mod url;
 pub use error::{HttpError, HttpErrorKind};
 pub use response::Response;
 use url::Target;
-pub use url::encode_component;
+pub use url::{encode_component, is_base_url};
 
 /// Retry delay for transient failures that do not say how long to wait.
 pub const DEFAULT_RETRY_SECONDS: u32 = 15;

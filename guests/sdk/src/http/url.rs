@@ -4,6 +4,22 @@ use core::fmt::Write as _;
 
 use crate::prelude::*;
 
+/// Whether `url` can be a config's base URL: `http://` or `https://`, a
+/// host, no user info, query, fragment, whitespace or control characters.
+pub fn is_base_url(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    !host.is_empty()
+        && !host.contains('@')
+        && !url.contains(['?', '#'])
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// Percent-encodes `value` for use as one URL path segment or query value
 /// (everything but RFC 3986 unreserved characters).
 pub fn encode_component(value: &str) -> String {
