@@ -12,15 +12,17 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help demo toolchain controlplane upstream-capi guests lint test bench fleet-bench startup-bench
+.PHONY: help demo toolchain controlplane upstream-capi guests lint test bench ec2-bench fleet-bench startup-bench
 
 help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
+	@echo "                   (EC2=1: then a Cluster and pool on EC2 as moto emulates it)"
 	@echo "make test          fmt, clippy, unit and integration tests (installs what is missing)"
 	@echo "make guests        build the provider components (guests/, wasm32-wasip2)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make upstream-capi build upstream Cluster API's core manager from its Go module into ~/.cache/capwasm (once)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
+	@echo "make ec2-bench     the aws-ec2 provider against moto: size, compile, EC2 requests and time per reconcile"
 	@echo "make fleet-bench   the fleet race, capwasm against upstream core: time to Running, deletion, writes, CPU, memory"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
 
@@ -63,13 +65,19 @@ test: lint guests
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \
 	  awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "make test: %d passed, %d failed\n", passed, failed }' "$$log"
 
-# Builds what it needs (guests, kube-apiserver and etcd the first time), then runs the demo.
+# Builds what it needs (guests, kube-apiserver and etcd the first time), then
+# runs the demo; EC2=1 adds a leg on EC2 as moto emulates it.
 demo: guests
 	@assets=$$($(CONTROLPLANE) --verbose) && \
-	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --locked -q -p capwasm-tests --example demo
+	  $(if $(EC2),tests/moto/install.sh >/dev/null &&) \
+	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --locked -q -p capwasm-tests --example demo $(if $(EC2),-- --ec2)
 
 bench: guests
 	@$(CARGO) bench --locked -p capwasm --features testing --bench guest_call
+
+ec2-bench: guests
+	@tests/moto/install.sh >/dev/null && \
+	  $(CARGO) run --release --locked -q -p capwasm-tests --example ec2-figures
 
 # The fleet race, capwasm standalone against upstream's core with capwasm's
 # providers. Clusters, pools and replicas: FLEET="50 2 3" (the default).

@@ -10,13 +10,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
-use capwasm::testing::requests;
+use capwasm::testing::{ec2, requests};
 use capwasm::wasm::clusters::{ClusterRequest, ClusterState};
 use capwasm::wasm::machine_pools::{DeleteRequest, PoolState, ReconcileRequest};
 use capwasm::wasm::types::{Credential, DeleteOutcome, InstanceState, ProviderError};
 use capwasm::wasm::{
-    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, CallError, Capabilities, HostAuth, Limits,
-    ProviderSource, ProviderSpec, Runtime, RuntimeSettings, Scheme,
+    CallError, Capabilities, Limits, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -206,20 +205,7 @@ async fn runtime(allowed: Vec<String>, signed: Option<&str>) -> Runtime {
     let runtime = Runtime::new(RuntimeSettings::default(), None).expect("runtime");
     let capabilities = Capabilities {
         allowed_hosts: allowed,
-        request_auth: signed
-            .map(|host| HostAuth {
-                host: host.to_owned(),
-                scheme: Scheme::AwsSigV4 {
-                    service: "ec2".into(),
-                    region: "us-east-1".into(),
-                    access_key_id: AWS_ACCESS_KEY_ID.into(),
-                    secret_access_key: AWS_SECRET_ACCESS_KEY.into(),
-                    session_token: None,
-                },
-            })
-            .into_iter()
-            .collect(),
-        expose_credentials: false,
+        ..signed.map(ec2::signed_capabilities).unwrap_or_default()
     };
     let loaded = runtime
         .load(ProviderSpec {
@@ -253,16 +239,7 @@ fn config(endpoint: &str, extra: &Value) -> String {
 }
 
 fn credentials(secret: &str, moto: &Moto) -> Vec<Credential> {
-    vec![
-        Credential {
-            key: AWS_ACCESS_KEY_ID.into(),
-            value: moto.access_key_id.clone().into_bytes(),
-        },
-        Credential {
-            key: AWS_SECRET_ACCESS_KEY.into(),
-            value: secret.as_bytes().to_vec(),
-        },
-    ]
+    ec2::credentials(&moto.access_key_id, secret)
 }
 
 /// The guest's own error, or a panic naming what came instead.

@@ -4,18 +4,15 @@
 //! its credentials Secret. The provider is the hostile credential-dump
 //! guest, which sends on everything it is given.
 
-use capwasm::api::providermodule::{
-    AwsSigV4, ModuleCapabilities, RequestAuth, SecretReference, World,
-};
+use capwasm::api::providermodule::World;
 use capwasm::api::{ProviderModule, WasmCluster};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::{self, ClusterBuilder, ProviderModuleBuilder};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use testenv::CREDENTIALS_NAMESPACE;
 use testenv::flows::{Scenario, condition, create, credentials_secret, wait_for};
-use testenv::moto::Moto;
+use testenv::moto::{Moto, signed_capabilities};
 
 /// Waits until WasmCluster `name`'s Ready condition has `reason`; its message.
 async fn ready_reason(api: &Api<WasmCluster>, name: &str, reason: &str) -> String {
@@ -50,7 +47,7 @@ fn dump_module(name: &str, secret: &str, moto: &Moto) -> ProviderModule {
         &guest_path("hostile_credential_dump.wasm").to_string_lossy(),
     )
     .build();
-    module.spec.capabilities = Some(moto.signed_capabilities(secret));
+    module.spec.capabilities = Some(signed_capabilities(&moto.authority, secret));
     module
 }
 

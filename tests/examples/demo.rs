@@ -6,8 +6,13 @@
 //! Cluster and a 3-replica MachinePool served by the kubeadm-bootstrap and
 //! sim-infrastructure providers, scales it, hot-swaps the infrastructure
 //! provider to version 0.2.0 (which labels the Nodes it makes) and scales
-//! again, and deletes everything. Each step is checked; the exit code says
-//! whether all held, and a failure names the step. Ctrl-C cleans up.
+//! again, and deletes everything. With `--ec2` (`make demo EC2=1`) it then
+//! does the same on Amazon EC2's API as moto emulates it: the aws-ec2
+//! provider, holding no key (the operator signs its requests), makes the
+//! Cluster's network and a 3-replica pool's instances, and the Cluster's
+//! deletion leaves nothing tagged for it. Each step is checked; the exit
+//! code says whether all held, and a failure names the step. Ctrl-C cleans
+//! up.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -24,7 +29,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use testenv::TestEnv;
+use testenv::ec2::Ec2;
+use testenv::{CREDENTIALS_NAMESPACE, TestEnv};
 
 const NAMESPACE: &str = "demo";
 const STEP_LIMIT: Duration = Duration::from_secs(180);
@@ -32,8 +38,9 @@ const STEP_LIMIT: Duration = Duration::from_secs(180);
 #[tokio::main]
 async fn main() {
     let started = Instant::now();
+    let ec2 = std::env::args().skip(1).any(|arg| arg == "--ec2");
     let outcome = tokio::select! {
-        outcome = run() => Some(outcome),
+        outcome = run(ec2) => Some(outcome),
         _ = tokio::signal::ctrl_c() => None,
     };
     // `run` has been dropped here, and with it everything it started: the
@@ -63,8 +70,9 @@ async fn main() {
     }
 }
 
-/// The steps, each checked; returns their names and durations.
-async fn run() -> anyhow::Result<Vec<(String, Duration)>> {
+/// The steps, each checked (the EC2 leg's too with `ec2`); returns their
+/// names and durations.
+async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
     let mut steps = Steps::default();
     let env = steps
         .run("start management and workload control planes", async {
@@ -94,7 +102,10 @@ async fn run() -> anyhow::Result<Vec<(String, Duration)>> {
         env.management().config().clone(),
         Config {
             controllers: Controllers::All,
-            settings: Settings::default(),
+            settings: Settings {
+                credentials_namespace: Some(CREDENTIALS_NAMESPACE.into()),
+                ..Settings::default()
+            },
             ..Config::default()
         },
     )?;
@@ -115,7 +126,7 @@ async fn run() -> anyhow::Result<Vec<(String, Duration)>> {
     steps
         .run(
             "MachinePool reaches Running with 3 Nodes",
-            watch_pool(&client, 3),
+            watch_pool(&client, (NAMESPACE, "workers"), 3),
         )
         .await?;
     steps
@@ -144,8 +155,87 @@ async fn run() -> anyhow::Result<Vec<(String, Duration)>> {
             delete(&client, &cloud),
         )
         .await?;
+    if ec2 {
+        ec2_leg(&mut steps, &client, workload).await?;
+    }
     operator.abort();
     Ok(steps.done)
+}
+
+/// A Cluster and a 3-replica pool on EC2 (moto), then deleted.
+async fn ec2_leg(
+    steps: &mut Steps,
+    client: &Client,
+    workload: &testenv::ApiServer,
+) -> anyhow::Result<()> {
+    let ec2 = steps
+        .run(
+            "start moto (EC2) and load aws-ec2; the operator signs its requests",
+            async {
+                let mut ec2 = Ec2::start(client, workload.client()?, NAMESPACE)
+                    .await
+                    .context("starting moto (tests/moto/install.sh installs it)")?;
+                let authority = ec2.moto.authority.clone();
+                ec2.load(client, &authority).await?;
+                print_module(client, &ec2.module).await?;
+                anyhow::Ok(ec2)
+            },
+        )
+        .await?;
+    let cluster = format!("{NAMESPACE}/ec2");
+    steps
+        .run(
+            "create Cluster ec2 and a 3-replica MachinePool on EC2",
+            async {
+                ec2.cluster(client, workload, (NAMESPACE, "ec2"), ec2.config())
+                    .await?;
+                ec2.pool(
+                    client,
+                    (NAMESPACE, "ec2-workers", "ec2"),
+                    3,
+                    "kubeadm",
+                    ec2.config(),
+                )
+                .await?;
+                anyhow::Ok(())
+            },
+        )
+        .await?;
+    steps
+        .run(
+            "MachinePool reaches Running with 3 Nodes, one per instance",
+            watch_pool(client, (NAMESPACE, "ec2-workers"), 3),
+        )
+        .await?;
+    steps
+        .run("EC2 holds a VPC, 2 subnets, a security group, 3 instances", async {
+            let [instances, vpcs, subnets, groups] = ec2.tagged(&cluster)?;
+            println!(
+                "    tagged for {cluster}: {instances} instances, {vpcs} VPC, {subnets} subnets, {groups} security group"
+            );
+            if [instances, vpcs, subnets, groups] != [3, 1, 2, 1] {
+                bail!("expected 3 instances, 1 VPC, 2 subnets, 1 security group");
+            }
+            Ok(())
+        })
+        .await?;
+    steps
+        .run(
+            "delete the Cluster: nothing tagged for it is left in EC2",
+            async {
+                let clusters: Api<Cluster> = Api::namespaced(client.clone(), NAMESPACE);
+                clusters.delete("ec2", &DeleteParams::default()).await?;
+                until_gone(&clusters, "ec2").await?;
+                let left = ec2.tagged(&cluster)?;
+                println!("    left tagged for {cluster}: {left:?}");
+                if left != [0, 0, 0, 0] {
+                    bail!("EC2 still holds {left:?} (instances, VPCs, subnets, groups)");
+                }
+                Ok(())
+            },
+        )
+        .await?;
+    Ok(())
 }
 
 #[derive(Default)]
@@ -190,23 +280,30 @@ async fn create_modules(client: &Client) -> anyhow::Result<()> {
         modules.create(&PostParams::default(), &module).await?;
     }
     for name in ["kubeadm", "sim"] {
-        let module = until(&modules, name, |m: &ProviderModule| {
-            let status = m.status.clone().unwrap_or_default();
-            if status.phase.as_deref() == Some("Failed") {
-                return Err(status.message.unwrap_or_default());
-            }
-            Ok(status.phase.as_deref() == Some("Ready"))
-        })
-        .await?;
-        let status = module.status.unwrap_or_default();
-        println!(
-            "    {name}: {} {} {} (loaded in {} ms)",
-            status.provider_name.unwrap_or_default(),
-            status.version.unwrap_or_default(),
-            status.active_digest.unwrap_or_default(),
-            status.load_time_millis.unwrap_or_default()
-        );
+        print_module(client, name).await?;
     }
+    Ok(())
+}
+
+/// Waits until module `name` is Ready, and says what it serves.
+async fn print_module(client: &Client, name: &str) -> anyhow::Result<()> {
+    let modules: Api<ProviderModule> = Api::all(client.clone());
+    let module = until(&modules, name, |m: &ProviderModule| {
+        let status = m.status.clone().unwrap_or_default();
+        if status.phase.as_deref() == Some("Failed") {
+            return Err(status.message.unwrap_or_default());
+        }
+        Ok(status.phase.as_deref() == Some("Ready"))
+    })
+    .await?;
+    let status = module.status.unwrap_or_default();
+    println!(
+        "    {name}: {} {} {} (loaded in {} ms)",
+        status.provider_name.unwrap_or_default(),
+        status.version.unwrap_or_default(),
+        status.active_digest.unwrap_or_default(),
+        status.load_time_millis.unwrap_or_default()
+    );
     Ok(())
 }
 
@@ -258,11 +355,16 @@ async fn create_cluster(
     Ok(())
 }
 
-/// Prints the pool's progress on every change until it is Running with `replicas` Nodes.
-async fn watch_pool(client: &Client, replicas: i32) -> anyhow::Result<()> {
-    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NAMESPACE);
+/// Prints pool `(namespace, name)`'s progress on every change until it is
+/// Running with `replicas` Nodes.
+async fn watch_pool(
+    client: &Client,
+    (namespace, name): (&str, &str),
+    replicas: i32,
+) -> anyhow::Result<()> {
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), namespace);
     let mut last = String::new();
-    until(&pools, "workers", |pool: &MachinePool| {
+    until(&pools, name, |pool: &MachinePool| {
         let status = pool.status.clone().unwrap_or_default();
         let phase = status.phase.clone().unwrap_or_else(|| "-".into());
         let ready = status.ready_replicas.unwrap_or(0);
@@ -304,7 +406,7 @@ async fn scale(client: &Client, replicas: i32) -> anyhow::Result<()> {
             &Patch::Merge(json!({ "spec": { "replicas": replicas } })),
         )
         .await?;
-    watch_pool(client, replicas).await
+    watch_pool(client, (NAMESPACE, "workers"), replicas).await
 }
 
 async fn swap(client: &Client) -> anyhow::Result<()> {
@@ -402,6 +504,15 @@ async fn delete(client: &Client, cloud: &simcloud::RunningSimCloud) -> anyhow::R
         // Progress is shown from the API and the cloud; a short pause between looks is enough here.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Waits until object `name` is gone.
+async fn until_gone<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    kube::runtime::wait::await_condition(api.clone(), name, |o: Option<&K>| o.is_none()).await?;
+    Ok(())
 }
 
 /// Watches `name` until `check` says done (or fails with a message).

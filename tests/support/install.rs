@@ -13,7 +13,7 @@ use crate::flows::{
 };
 use crate::operator::OperatorProcess;
 use crate::upstream::{UpstreamBuild, UpstreamManager};
-use crate::{Options, TestEnv};
+use crate::{CREDENTIALS_NAMESPACE, Options, TestEnv};
 use capwasm::simcloud;
 
 /// capwasm's CRDs a provider-mode install has: the provider kinds and
@@ -68,6 +68,8 @@ pub struct Install {
     pub upstream: Option<UpstreamManager>,
     /// `capwasm run`.
     pub operator: OperatorProcess,
+    /// Its flags.
+    args: Vec<String>,
 }
 
 impl Install {
@@ -180,18 +182,29 @@ impl Install {
                 capwasm::api::WEBHOOK_PATH
             ),
         ];
-        let args: Vec<&str> = match core {
-            Core::Upstream => vec!["--controllers=providers"],
-            Core::Capwasm => webhook_args.iter().map(String::as_str).collect(),
+        let mut args: Vec<String> = match core {
+            Core::Upstream => vec!["--controllers=providers".into()],
+            Core::Capwasm => webhook_args.to_vec(),
         };
-        let args = args.as_slice();
         let operator = match identity {
-            Identity::Admin => OperatorProcess::start(env.management(), &ns, "capwasm", args).await,
+            Identity::Admin => {
+                // Credentials Secrets where the tests' flows write them.
+                args.push(format!("--credentials-namespace={CREDENTIALS_NAMESPACE}"));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                OperatorProcess::start(env.management(), &ns, "capwasm", &args).await
+            }
             Identity::ProviderModeRoles => {
                 let (sa_namespace, name) = install_provider_mode_rbac(&client).await;
                 let account = Some((sa_namespace.as_str(), name.as_str()));
-                OperatorProcess::start_as(env.management(), account, &sa_namespace, "capwasm", args)
-                    .await
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                OperatorProcess::start_as(
+                    env.management(),
+                    account,
+                    &sa_namespace,
+                    "capwasm",
+                    &args,
+                )
+                .await
             }
         };
         let modules = objects
@@ -207,7 +220,22 @@ impl Install {
             ns,
             upstream,
             operator,
+            args,
         }
+    }
+
+    /// Kills `capwasm run` (SIGKILL: no shutdown, its leader Lease left
+    /// held) and starts it again with the same flags, as the admin; waits
+    /// until the new process leads.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot be killed, or the new one does not lead within a minute.
+    pub async fn kill_and_restart_operator(&mut self) {
+        self.operator.kill().await;
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.operator =
+            OperatorProcess::start(self.env.management(), &self.ns, "capwasm", &args).await;
     }
 }
 

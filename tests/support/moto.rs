@@ -134,27 +134,28 @@ impl Moto {
             )))
         }
     }
+}
 
-    /// A ProviderModule's capabilities reaching this moto, its requests
-    /// signed by the host (SigV4, `ec2` in `us-east-1`) with the default
-    /// keys of credentials Secret `secret` in [`CREDENTIALS_NAMESPACE`].
-    pub fn signed_capabilities(&self, secret: &str) -> ModuleCapabilities {
-        ModuleCapabilities {
-            allowed_hosts: vec![self.authority.clone()],
-            credentials_secret: Some(SecretReference {
-                namespace: CREDENTIALS_NAMESPACE.into(),
-                name: secret.to_owned(),
+/// A ProviderModule's capabilities reaching `authority` (moto's, or a
+/// proxy's in front of it), every request there signed by the host (SigV4,
+/// `ec2` in `us-east-1`) with the default keys of credentials Secret
+/// `secret` in [`CREDENTIALS_NAMESPACE`].
+pub fn signed_capabilities(authority: &str, secret: &str) -> ModuleCapabilities {
+    ModuleCapabilities {
+        allowed_hosts: vec![authority.to_owned()],
+        credentials_secret: Some(SecretReference {
+            namespace: CREDENTIALS_NAMESPACE.into(),
+            name: secret.to_owned(),
+        }),
+        request_auth: vec![RequestAuth {
+            host: authority.to_owned(),
+            aws_sig_v4: Some(AwsSigV4 {
+                service: "ec2".into(),
+                region: "us-east-1".into(),
+                ..AwsSigV4::default()
             }),
-            request_auth: vec![RequestAuth {
-                host: self.authority.clone(),
-                aws_sig_v4: Some(AwsSigV4 {
-                    service: "ec2".into(),
-                    region: "us-east-1".into(),
-                    ..AwsSigV4::default()
-                }),
-                bearer: None,
-            }],
-            expose_credentials_to_guest: false,
-        }
+            bearer: None,
+        }],
+        expose_credentials_to_guest: false,
     }
 }

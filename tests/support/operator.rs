@@ -223,6 +223,16 @@ impl OperatorProcess {
         kib * 1024
     }
 
+    /// Kills the process with SIGKILL, as a node failure or the OOM killer
+    /// would: nothing shuts down, the leader Lease is not released.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot be killed.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("capwasm run killed");
+    }
+
     /// Sends SIGTERM and waits (at most `limit`) for the process to exit:
     /// its exit status and how long it took.
     ///

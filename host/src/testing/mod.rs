@@ -1,6 +1,7 @@
 //! Fixtures for tests of capwasm and of providers: valid values by default,
 //! each changed by the test that needs something else.
 
+pub mod ec2;
 mod guests;
 pub mod objects;
 pub mod requests;

@@ -32,10 +32,18 @@ struct LimitLabels {
     limit: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    provider: Arc<str>,
+    /// A closed set: `2xx` … `5xx`, or `error` for no answer.
+    status: &'static str,
+}
+
 /// Guest call counters and durations.
 #[derive(Clone)]
 pub struct Metrics {
     calls: Family<CallLabels, Counter>,
+    http_requests: Family<HttpLabels, Counter>,
     duration: Family<ExportLabels, Histogram>,
     http_refusals: Family<LimitLabels, Counter>,
     invalid_results: Family<ExportLabels, Counter>,
@@ -59,6 +67,11 @@ impl Metrics {
             "capwasm_guest_invalid_results",
             "Results of provider calls refused for breaking the contract, by provider and export",
             metrics.invalid_results.clone(),
+        );
+        registry.register(
+            "capwasm_guest_http_requests",
+            "Outgoing HTTP requests of provider components sent, by provider and status class (2xx, 3xx, 4xx, 5xx, error for none)",
+            metrics.http_requests.clone(),
         );
         registry.register(
             "capwasm_guest_http_refusals",
@@ -88,6 +101,36 @@ impl Metrics {
                 export,
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    pub(crate) fn http_sent(&self, provider: &Arc<str>, status: Option<u16>) {
+        let status = match status {
+            Some(200..=299) => "2xx",
+            Some(300..=399) => "3xx",
+            Some(400..=499) => "4xx",
+            Some(_) => "5xx",
+            None => "error",
+        };
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                provider: provider.clone(),
+                status,
+            })
+            .inc();
+    }
+
+    /// Outgoing requests `provider` sent, whatever their answer.
+    pub fn http_requests(&self, provider: &str) -> u64 {
+        ["2xx", "3xx", "4xx", "5xx", "error"]
+            .into_iter()
+            .filter_map(|status| {
+                self.http_requests.get(&HttpLabels {
+                    provider: provider.into(),
+                    status,
+                })
+            })
+            .map(|c| c.get())
+            .sum()
     }
 
     pub(crate) fn http_refused(&self, provider: &Arc<str>, limit: &'static str) {
@@ -144,6 +187,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Self {
             calls: Family::default(),
+            http_requests: Family::default(),
             // 5 µs to ~10 s.
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(5e-6, 4.0, 12))

@@ -126,8 +126,35 @@ impl EgressPolicy {
     }
 
     fn refused(&self, limit: &'static str) {
-        if let Some(metrics) = &self.egress.metrics {
+        self.tally().refused(limit);
+    }
+
+    fn tally(&self) -> Tally {
+        Tally {
+            metrics: self.egress.metrics.clone(),
+            provider: self.provider.clone(),
+        }
+    }
+}
+
+/// Counts a provider's requests, for the futures that outlive the call's borrow.
+#[derive(Clone)]
+struct Tally {
+    metrics: Option<Metrics>,
+    provider: Arc<str>,
+}
+
+impl Tally {
+    fn refused(&self, limit: &'static str) {
+        if let Some(metrics) = &self.metrics {
             metrics.http_refused(&self.provider, limit);
+        }
+    }
+
+    /// A request sent, and its answer's status (none: no answer).
+    fn sent(&self, status: Option<u16>) {
+        if let Some(metrics) = &self.metrics {
+            metrics.http_sent(&self.provider, status);
         }
     }
 }
@@ -182,13 +209,10 @@ impl WasiHttpHooks for EgressPolicy {
         let rejected = self.rejected.clone();
         let limits = self.egress.limits;
         let options = bounded(options.unwrap_or_default(), self.deadline);
+        let tally = self.tally();
         let counter = |limit| {
-            let (metrics, provider) = (self.egress.metrics.clone(), self.provider.clone());
-            move || {
-                if let Some(metrics) = &metrics {
-                    metrics.http_refused(&provider, limit);
-                }
-            }
+            let tally = tally.clone();
+            move || tally.refused(limit)
         };
         let request_body = Cap {
             limit: limits.max_request_body_bytes,
@@ -212,6 +236,7 @@ impl WasiHttpHooks for EgressPolicy {
                 None => request,
             };
             let sent = wasmtime_wasi_http::default_send_request(request, Some(options)).await;
+            tally.sent(sent.as_ref().ok().map(|(r, _)| r.status().as_u16()));
             // A streamed body over its cap fails the send as a protocol
             // error; the guest is told what it crossed.
             let (response, io) = sent.map_err(|error| {
