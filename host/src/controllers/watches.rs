@@ -3,10 +3,14 @@
 
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt as _};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt as _};
+use tokio::sync::broadcast;
 
 use super::cache::{Index, cluster_key};
+use super::provider::ProviderObject;
+use crate::api::provider::HasProviderStatus;
 use crate::api::{Cluster, ContractVersionedObjectReference, ProviderModule};
 
 /// The object `reference` names, if it is of `(group, kind)`.
@@ -36,21 +40,53 @@ where
     }
 }
 
-/// A ProviderModule → the objects in `store` it serves (`provider_of` names their module).
+/// A ProviderModule → the objects in `store` it serves.
 pub fn by_provider<K>(
     store: Store<K>,
-    provider_of: impl Fn(&K) -> String + Send + Sync + 'static,
 ) -> impl Fn(Arc<ProviderModule>) -> Vec<ObjectRef<K>> + Send + Sync + 'static
 where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    K: ProviderObject,
+    K::Status: HasProviderStatus,
 {
-    move |module| {
-        let name = module.name_any();
-        store
-            .state()
-            .iter()
-            .filter(|o| provider_of(o) == name)
-            .map(|o| ObjectRef::from_obj(&**o))
-            .collect()
-    }
+    move |module| served_by(&store, &module.name_any())
+}
+
+/// The objects in `store` served by each provider put in service from now
+/// on (a missed install: all of them). A module's object does not change
+/// when a restarted operator loads it again, so its watch says nothing to
+/// the objects that wait for it.
+pub fn installed<K>(
+    installs: broadcast::Receiver<Arc<str>>,
+    store: Store<K>,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: ProviderObject,
+    K::Status: HasProviderStatus,
+{
+    futures::stream::unfold((installs, store), |(mut installs, store)| async move {
+        let objects = match installs.recv().await {
+            Ok(name) => served_by(&store, &name),
+            Err(broadcast::error::RecvError::Lagged(_)) => store
+                .state()
+                .iter()
+                .map(|o| ObjectRef::from_obj(&**o))
+                .collect(),
+            Err(broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((futures::stream::iter(objects), (installs, store)))
+    })
+    .flatten()
+}
+
+fn served_by<K>(store: &Store<K>, module: &str) -> Vec<ObjectRef<K>>
+where
+    K: ProviderObject,
+    K::Status: HasProviderStatus,
+{
+    store
+        .state()
+        .iter()
+        .filter(|o| o.provider() == module)
+        .map(|o| ObjectRef::from_obj(&**o))
+        .collect()
 }

@@ -45,8 +45,9 @@ pub fn run(
         )
         .watches_shared_stream(
             caches.modules.subscribe(),
-            watches::by_provider(store, |c: &WasmBootstrapConfig| c.spec.provider.clone()),
+            watches::by_provider(store.clone()),
         )
+        .reconcile_on(watches::installed(ctx.runtime.registry().installs(), store))
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile::<WasmBootstrapConfig>,

@@ -44,8 +44,9 @@ pub fn run_machine_pools(
         )
         .watches_shared_stream(
             caches.modules.subscribe(),
-            watches::by_provider(store, |p: &WasmMachinePool| p.spec.provider.clone()),
+            watches::by_provider(store.clone()),
         )
+        .reconcile_on(watches::installed(ctx.runtime.registry().installs(), store))
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile::<WasmMachinePool>,
@@ -73,8 +74,9 @@ pub fn run_clusters(
         })
         .watches_shared_stream(
             caches.modules.subscribe(),
-            watches::by_provider(store, |c: &WasmCluster| c.spec.provider.clone()),
+            watches::by_provider(store.clone()),
         )
+        .reconcile_on(watches::installed(ctx.runtime.registry().installs(), store))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<WasmCluster>, error_policy::<WasmCluster>, ctx)
         .for_each(|_| futures::future::ready(()))

@@ -1,0 +1,174 @@
+//! `make write-trace`: every change the operator makes to one Cluster and
+//! its pool on their way to Running, in order, with the fields each write
+//! changed — where a pool's writes go, seen one by one. Runs capwasm
+//! standalone (`capwasm run`, its own API server) by default, or
+//! upstream's core with capwasm's providers (`-- upstream`).
+//!
+//!     cargo run -p capwasm-tests --example write-trace [capwasm|upstream] [REPLICAS]
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use futures::{StreamExt as _, stream};
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher::{self, Event as Change};
+use serde_json::Value;
+use testenv::flows::{Apis, wait_for_pool};
+use testenv::install::{Core, Install};
+
+/// The kinds traced, as (group, version, kind, plural).
+const KINDS: [(&str, &str, &str, &str); 5] = [
+    ("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
+    ("cluster.x-k8s.io", "v1beta2", "MachinePool", "machinepools"),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        "WasmCluster",
+        "wasmclusters",
+    ),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta2",
+        "WasmMachinePool",
+        "wasmmachinepools",
+    ),
+    (
+        "bootstrap.cluster.x-k8s.io",
+        "v1beta2",
+        "WasmBootstrapConfig",
+        "wasmbootstrapconfigs",
+    ),
+];
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let core = match args.next().as_deref() {
+        None | Some("capwasm") => Core::Capwasm,
+        Some("upstream") => Core::Upstream,
+        Some(other) => anyhow::bail!("not a core: {other} (capwasm or upstream)"),
+    };
+    let replicas: i32 = args
+        .next()
+        .map_or(Ok(3), |n| n.parse())
+        .context("REPLICAS")?;
+    let install = Install::with_core("trace", core).await;
+    let (client, ns) = (&install.client, &install.ns);
+    let started = Instant::now();
+    let mut changes = Vec::new();
+    for (group, version, kind, plural) in KINDS {
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+        changes.push(
+            watcher::watcher(api, watcher::Config::default())
+                .filter_map(move |change| async move {
+                    match change {
+                        Ok(Change::Apply(o) | Change::InitApply(o)) => {
+                            Some((kind.to_owned(), serde_json::to_value(o).ok()?))
+                        }
+                        _ => None,
+                    }
+                })
+                .boxed(),
+        );
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    changes.push(
+        watcher::watcher(events, watcher::Config::default())
+            .filter_map(|change| async move {
+                match change {
+                    Ok(Change::Apply(o) | Change::InitApply(o)) => {
+                        Some(("Event".to_owned(), serde_json::to_value(o).ok()?))
+                    }
+                    _ => None,
+                }
+            })
+            .boxed(),
+    );
+    let mut changes = stream::select_all(changes);
+    let trace = tokio::spawn(async move {
+        let mut last: BTreeMap<String, Value> = BTreeMap::new();
+        while let Some((kind, object)) = changes.next().await {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let key = format!("{kind}/{name}");
+            let mut diffs = Vec::new();
+            match last.get(&key) {
+                Some(before) => diff("", before, &object, &mut diffs),
+                None => diffs.push("created".to_owned()),
+            }
+            if diffs.is_empty() {
+                continue;
+            }
+            println!(
+                "{:>6.2}s {key:<40} {}",
+                started.elapsed().as_secs_f64(),
+                diffs.join("; ")
+            );
+            last.insert(key, object);
+        }
+    });
+    install.cluster("c1").await;
+    install
+        .objects
+        .create_pool(client, ns, "p1", "c1", replicas, &install.modules)
+        .await?;
+    let apis = Apis::new(client, ns);
+    wait_for_pool(&apis.pools, "p1", "Running", replicas).await;
+    // Let what follows Running land too.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    trace.abort();
+    Ok(())
+}
+
+/// The paths where `after` differs from `before`, with both values
+/// (metadata that changes with every write left out).
+fn diff(path: &str, before: &Value, after: &Value, out: &mut Vec<String>) {
+    const NOISE: [&str; 4] = [
+        ".metadata.resourceVersion",
+        ".metadata.managedFields",
+        ".metadata.generation",
+        ".lastTransitionTime",
+    ];
+    if NOISE.iter().any(|n| path.ends_with(n)) {
+        return;
+    }
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (key, value) in a {
+                diff(
+                    &format!("{path}.{key}"),
+                    b.get(key).unwrap_or(&Value::Null),
+                    value,
+                    out,
+                );
+            }
+            for key in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.push(format!("{path}.{key} removed"));
+            }
+        }
+        (b, a) if b != a => {
+            let short = |v: &Value| {
+                let text = v.to_string();
+                if text.chars().count() > 60 {
+                    format!("{}…", text.chars().take(60).collect::<String>())
+                } else {
+                    text
+                }
+            };
+            out.push(format!("{path}: {} → {}", short(b), short(a)));
+        }
+        _ => {}
+    }
+}
