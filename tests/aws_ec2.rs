@@ -650,7 +650,14 @@ async fn broken_ec2() -> SocketAddr {
             post(|| async { (StatusCode::SERVICE_UNAVAILABLE, THROTTLED) }),
         )
         .route("/truncated", post(|| async { TRUNCATED }))
-        .route("/garbage", post(|| async { "{\"not\": \"xml\"}" }));
+        .route("/garbage", post(|| async { "{\"not\": \"xml\"}" }))
+        .route(
+            "/hang",
+            post(|| async {
+                tokio::time::sleep(Duration::from_secs(120)).await;
+                ""
+            }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");
@@ -696,4 +703,20 @@ async fn a_broken_endpoint_is_retried_with_its_cause_never_a_trap() {
             "{endpoint}"
         );
     }
+}
+
+#[tokio::test]
+async fn an_endpoint_that_never_answers_is_retried_naming_the_timeout() {
+    let addr = broken_ec2().await;
+    let runtime = runtime(vec![addr.to_string()], None).await;
+    let config = config(&format!("http://{addr}/hang"), &json!({}));
+    // The host cuts every HTTP phase at 10 s, inside the call's 20 s.
+    let result = runtime
+        .reconcile_cluster(PROVIDER, &requests::cluster_request(&config))
+        .await;
+    let error = provider_error(result);
+    let ProviderError::RetryAfter(retry) = &error else {
+        panic!("expected retry-after, got {error:?}");
+    };
+    assert!(retry.message.contains("timed out"), "{retry:?}");
 }

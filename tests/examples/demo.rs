@@ -54,7 +54,7 @@ async fn main() {
         Some(Ok(steps)) => {
             println!("\nsummary");
             for (step, took) in &steps {
-                println!("  ok   {step:<58} {:>6.1}s", took.as_secs_f64());
+                println!("  ok   {step:<66} {:>6.1}s", took.as_secs_f64());
             }
             println!(
                 "\nall {} steps held in {:.0}s",

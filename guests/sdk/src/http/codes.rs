@@ -58,6 +58,12 @@ pub(super) fn describe(code: &ErrorCode) -> String {
         ErrorCode::DestinationNotFound => "destination not found".to_owned(),
         ErrorCode::DestinationUnavailable => "destination unavailable".to_owned(),
         ErrorCode::HttpResponseTimeout => "response timed out".to_owned(),
+        ErrorCode::ConnectionReadTimeout => {
+            "no answer in time (the connection's read timed out)".to_owned()
+        }
+        ErrorCode::ConnectionWriteTimeout => {
+            "the request could not be sent in time (the connection's write timed out)".to_owned()
+        }
         ErrorCode::ConnectionLimitReached => {
             "the host's budget for outgoing requests is used up (requests per call, or in flight)"
                 .to_owned()
