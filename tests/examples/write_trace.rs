@@ -7,11 +7,11 @@
 //!     cargo run -p capwasm-tests --example write-trace [capwasm|upstream] [REPLICAS]
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, stream};
-use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event as Change};
@@ -25,19 +25,19 @@ const KINDS: [(&str, &str, &str, &str); 5] = [
     ("cluster.x-k8s.io", "v1beta2", "MachinePool", "machinepools"),
     (
         "infrastructure.cluster.x-k8s.io",
-        "v1beta2",
+        "v1alpha1",
         "WasmCluster",
         "wasmclusters",
     ),
     (
         "infrastructure.cluster.x-k8s.io",
-        "v1beta2",
+        "v1alpha1",
         "WasmMachinePool",
         "wasmmachinepools",
     ),
     (
         "bootstrap.cluster.x-k8s.io",
-        "v1beta2",
+        "v1alpha1",
         "WasmBootstrapConfig",
         "wasmbootstrapconfigs",
     ),
@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
                 .boxed(),
         );
     }
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
     changes.push(
         watcher::watcher(events, watcher::Config::default())
             .filter_map(|change| async move {
@@ -94,31 +94,12 @@ async fn main() -> anyhow::Result<()> {
             })
             .boxed(),
     );
-    let mut changes = stream::select_all(changes);
-    let trace = tokio::spawn(async move {
-        let mut last: BTreeMap<String, Value> = BTreeMap::new();
-        while let Some((kind, object)) = changes.next().await {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let key = format!("{kind}/{name}");
-            let mut diffs = Vec::new();
-            match last.get(&key) {
-                Some(before) => diff("", before, &object, &mut diffs),
-                None => diffs.push("created".to_owned()),
-            }
-            if diffs.is_empty() {
-                continue;
-            }
-            println!(
-                "{:>6.2}s {key:<40} {}",
-                started.elapsed().as_secs_f64(),
-                diffs.join("; ")
-            );
-            last.insert(key, object);
-        }
-    });
+    let counts: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let trace = tokio::spawn(print_changes(
+        stream::select_all(changes),
+        counts.clone(),
+        started,
+    ));
     install.cluster("c1").await;
     install
         .objects
@@ -129,7 +110,55 @@ async fn main() -> anyhow::Result<()> {
     // Let what follows Running land too.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     trace.abort();
+    let counts = counts.lock().unwrap_or_else(PoisonError::into_inner);
+    let total: u32 = counts.values().sum();
+    let by_kind: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    println!("\nwrites after creation: {total} ({})", by_kind.join(", "));
     Ok(())
+}
+
+/// Prints each change of `changes` with the fields it changed, counting
+/// the writes (creations aside; every Event) by kind in `counts`.
+async fn print_changes(
+    mut changes: impl futures::Stream<Item = (String, Value)> + Unpin,
+    counts: Arc<Mutex<BTreeMap<String, u32>>>,
+    started: Instant,
+) {
+    let mut last: BTreeMap<String, Value> = BTreeMap::new();
+    while let Some((kind, object)) = changes.next().await {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let key = format!("{kind}/{name}");
+        let mut diffs = Vec::new();
+        match last.get(&key) {
+            Some(before) => diff("", before, &object, &mut diffs),
+            None if kind == "Event" => diffs.push(format!(
+                "{} {}: {}",
+                object["type"].as_str().unwrap_or_default(),
+                object["reason"].as_str().unwrap_or_default(),
+                object["note"].as_str().unwrap_or_default()
+            )),
+            None => diffs.push("created".to_owned()),
+        }
+        if diffs.is_empty() {
+            continue;
+        }
+        if kind == "Event" || last.contains_key(&key) {
+            *counts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(kind.clone())
+                .or_default() += 1;
+        }
+        println!(
+            "{:>6.2}s {key:<40} {}",
+            started.elapsed().as_secs_f64(),
+            diffs.join("; ")
+        );
+        last.insert(key, object);
+    }
 }
 
 /// The paths where `after` differs from `before`, with both values
@@ -156,6 +185,28 @@ fn diff(path: &str, before: &Value, after: &Value, out: &mut Vec<String>) {
             }
             for key in b.keys().filter(|k| !a.contains_key(*k)) {
                 out.push(format!("{path}.{key} removed"));
+            }
+        }
+        // Conditions by type, the way a reader compares them.
+        (Value::Array(b), Value::Array(a))
+            if a.iter().chain(b).all(|c| c.get("type").is_some()) =>
+        {
+            let by_type = |list: &Vec<Value>| -> BTreeMap<String, Value> {
+                list.iter()
+                    .map(|c| (c["type"].as_str().unwrap_or_default().to_owned(), c.clone()))
+                    .collect()
+            };
+            let (b, a) = (by_type(b), by_type(a));
+            for (type_, condition) in &a {
+                diff(
+                    &format!("{path}[{type_}]"),
+                    b.get(type_).unwrap_or(&Value::Null),
+                    condition,
+                    out,
+                );
+            }
+            for type_ in b.keys().filter(|t| !a.contains_key(*t)) {
+                out.push(format!("{path}[{type_}] removed"));
             }
         }
         (b, a) if b != a => {

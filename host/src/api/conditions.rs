@@ -355,6 +355,17 @@ pub fn set(conditions: &mut Vec<Condition>, desired: Desired, generation: Option
     }
 }
 
+/// Moves the conditions computed for generation `from` to `to` (the
+/// generation a write of the object's spec during their reconcile made).
+pub fn advance(conditions: &mut [Condition], from: Option<i64>, to: i64) {
+    for condition in conditions
+        .iter_mut()
+        .filter(|c| c.observed_generation == from)
+    {
+        condition.observed_generation = Some(to);
+    }
+}
+
 /// Removes a condition.
 pub fn remove(conditions: &mut Vec<Condition>, type_: ConditionType) {
     conditions.retain(|c| c.type_ != type_.as_str());

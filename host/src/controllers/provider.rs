@@ -122,7 +122,8 @@ pub fn cluster_of_pool_owner<K: Resource>(
     }
 }
 
-/// The owner phase of pool-owned kinds: the MachinePool owning the object.
+/// The owner phase of pool-owned kinds: the MachinePool owning the object
+/// (claimed, so the owner reference is there; the pool may be gone).
 pub async fn owner_pool<K: ProviderObject>(
     scope: &mut Scope<K>,
     ctx: &Context,
@@ -130,19 +131,13 @@ pub async fn owner_pool<K: ProviderObject>(
 where
     K::Status: HasProviderStatus,
 {
-    let Some(owner) = capi_owner(&*scope.object, "MachinePool") else {
-        return Ok(Outcome::Wait(Wait::on_change(
-            Reason::WaitingForOwner,
-            format!(
-                "waiting for a MachinePool to reference this {}",
-                K::kind(&())
-            ),
-        )));
-    };
-    let Some(pool) = ctx.caches.pools.get(Some(&scope.namespace()), &owner.name) else {
+    let name = capi_owner(&*scope.object, "MachinePool")
+        .map(|owner| owner.name)
+        .unwrap_or_default();
+    let Some(pool) = ctx.caches.pools.get(Some(&scope.namespace()), &name) else {
         return Ok(Outcome::Wait(Wait::on_change(
             Reason::OwnerNotFound,
-            format!("the owner MachinePool {:?} does not exist", owner.name),
+            format!("the owner MachinePool {name:?} does not exist"),
         )));
     };
     scope.found.pool = Some(pool);

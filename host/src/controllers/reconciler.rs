@@ -1,7 +1,8 @@
 //! The one reconcile every controller runs, CAPI's skeleton in one place:
 //!
-//! 1. the object's Cluster, from the cache (a kind that needs one and has
-//!    none stops here, with its summary condition saying so);
+//! 1. an object its owner has not claimed yet waits, untouched; then its
+//!    Cluster, from the cache (a kind that needs one and has none stops
+//!    here, with its summary condition saying so);
 //! 2. the finalizer, and the metadata the kind requires, added first and
 //!    alone ([`finalizer`]);
 //! 3. paused: the `Paused` condition, and nothing else;
@@ -9,7 +10,8 @@
 //!    reading what earlier ones left on the [`Scope`];
 //! 5. when deleting and every delete phase is done, the finalizer goes;
 //! 6. otherwise one status write, only if it changed, with
-//!    `observedGeneration` advanced only when no phase failed, and an Event
+//!    `observedGeneration` advanced only when no phase failed (to the
+//!    generation a phase's own spec write made, if one did), and an Event
 //!    per changed condition and phase;
 //! 7. the action: the soonest requeue a phase asked for, or the error.
 //!
@@ -102,6 +104,14 @@ pub trait Reconciler:
         Ok(None)
     }
 
+    /// Whether the object's owner has claimed it. A provider object waits
+    /// for its Cluster or MachinePool to set the owner reference: until then
+    /// nothing is written, not even the finalizer, as upstream's providers
+    /// wait; the owner's write brings it back.
+    fn claimed(&self) -> bool {
+        true
+    }
+
     /// Labels and owner references the object must carry before anything
     /// runs; they go with the finalizer.
     fn required(scope: &Scope<Self>) -> Required {
@@ -125,10 +135,13 @@ pub struct Scope<K: Reconciler> {
     pub found: K::Found,
     /// When the reconcile began (for condition transitions).
     pub now: Time,
-    /// A phase wrote to the object what brings it back (its spec, say): its
-    /// status waits for that reconcile, which sees the write, and is written
-    /// once instead of twice.
+    /// A phase wrote to another object what brings this one back (an
+    /// adoption): its status waits for that reconcile, which sees the
+    /// write, and is written once instead of twice.
     pub defer_status: bool,
+    /// The generation a phase's write of the object's spec made: the status
+    /// computed with it is of that generation.
+    pub written_generation: Option<i64>,
 }
 
 impl<K: Reconciler> Scope<K> {
@@ -140,6 +153,7 @@ impl<K: Reconciler> Scope<K> {
             found: K::Found::default(),
             now: Time(Timestamp::now()),
             defer_status: false,
+            written_generation: None,
         }
     }
 
@@ -166,14 +180,19 @@ impl<K: Reconciler> Scope<K> {
     }
 
     /// Applies `fields` (`{"spec": ...}`, say, for `what` = `spec`) to the
-    /// object, as its controller's field manager for that part.
+    /// object, as its controller's field manager for that part. The status
+    /// this reconcile writes is of the generation the write made: it was
+    /// computed from what the write holds, so the reconcile the write
+    /// brings finds nothing to change.
     pub async fn apply(
-        &self,
+        &mut self,
         ctx: &Context,
         what: &'static str,
         fields: serde_json::Value,
     ) -> Result<(), Error> {
-        write::fields(ctx, author::<K>(), &*self.object, what, fields).await
+        let generation = write::fields(ctx, author::<K>(), &*self.object, what, fields).await?;
+        self.written_generation = generation.or(self.written_generation);
+        Ok(())
     }
 
     /// Sets condition `type_` to fail with `error`'s reason and returns the error.
@@ -223,6 +242,9 @@ pub fn error_policy<K: Reconciler>(object: Arc<K>, error: &Error, ctx: Arc<Conte
 }
 
 async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Error> {
+    if !object.claimed() && object.meta().deletion_timestamp.is_none() {
+        return Ok(Action::await_change());
+    }
     let cluster = match object.cluster(ctx) {
         Ok(cluster) => cluster,
         Err(error) => {
@@ -276,8 +298,12 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
 
     K::summarize(&mut scope, ctx, &results);
     if !scope.defer_status {
+        if let Some(written) = scope.written_generation {
+            let computed_for = scope.object.meta().generation;
+            conditions::advance(scope.status.conditions_mut(), computed_for, written);
+        }
         if results.iter().all(Result::is_ok) {
-            let generation = scope.object.meta().generation;
+            let generation = scope.written_generation.or(scope.object.meta().generation);
             scope.status.set_observed_generation(generation);
         }
         write_status(&scope, ctx).await?;

@@ -62,14 +62,15 @@ where
 }
 
 /// Applies `fields` (a JSON object holding the `what` part: `metadata` or
-/// `spec`) to `object`, as manager `<manager>-<what>`.
+/// `spec`) to `object`, as manager `<manager>-<what>`; the object's
+/// generation after the write.
 pub async fn fields<K>(
     ctx: &Context,
     author: Author,
     object: &K,
     what: &'static str,
     mut fields: serde_json::Value,
-) -> Result<(), Error>
+) -> Result<Option<i64>, Error>
 where
     K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
 {
@@ -83,7 +84,7 @@ where
             .map(|m| m.insert("name".into(), name.clone().into()));
     }
     let manager = format!("{}-{what}", author.manager);
-    K::api(ctx.client.clone(), object)
+    let written = K::api(ctx.client.clone(), object)
         .patch(
             &name,
             &PatchParams::apply(&manager).force(),
@@ -92,7 +93,7 @@ where
         .await
         .map_err(|source| Error::Write { what, name, source })?;
     ctx.metrics.write(author.controller, what);
-    Ok(())
+    Ok(written.meta().generation)
 }
 
 /// How to reach an object of a kind: in its namespace, or cluster-wide.

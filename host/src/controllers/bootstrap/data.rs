@@ -108,7 +108,9 @@ pub async fn generate(
     )
     .await;
     scope.status.common.served_by = Some(served_by);
-    record(scope, Reason::DataSecretCreated);
+    // The condition says what the next reconcile will say too; the Event
+    // said it was just made.
+    record(scope, Reason::DataSecretAvailable);
     Ok(Outcome::Continue)
 }
 

@@ -104,15 +104,13 @@ pub async fn run(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, E
     Ok(Outcome::Continue)
 }
 
-/// Records the endpoint a phase found in spec; the status waits for the
-/// reconcile the write brings.
+/// Records the endpoint a phase found in spec.
 pub async fn record_endpoint(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
     let Some(endpoint) = scope.found.endpoint.clone() else {
         return Ok(Outcome::Continue);
     };
     let spec = json!({ "spec": { "controlPlaneEndpoint": { "host": endpoint.host, "port": endpoint.port } } });
     scope.apply(ctx, "spec", spec).await?;
-    scope.defer_status = true;
     Ok(Outcome::Continue)
 }
 

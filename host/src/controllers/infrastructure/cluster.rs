@@ -46,28 +46,28 @@ impl Reconciler for WasmCluster {
         }))
     }
 
+    fn claimed(&self) -> bool {
+        provider::capi_owner(self, "Cluster").is_some()
+    }
+
     fn summarize(scope: &mut Scope<Self>, _: &Context, results: &[Result<Outcome, Error>]) {
         provider::summarize(scope, results);
     }
 }
 
-/// Waits for a Cluster to own the object.
+/// Waits for the owner Cluster to exist (the owner reference may name one
+/// deleted, or not yet in the cache).
 async fn owner(scope: &mut Scope<WasmCluster>, _: &Context) -> Result<Outcome, Error> {
     if scope.cluster.is_some() {
         return Ok(Outcome::Continue);
     }
-    Ok(Outcome::Wait(
-        match provider::capi_owner(&*scope.object, "Cluster") {
-            None => Wait::on_change(
-                Reason::WaitingForOwner,
-                "waiting for a Cluster to reference this object",
-            ),
-            Some(owner) => Wait::on_change(
-                Reason::OwnerNotFound,
-                format!("the owner Cluster {:?} does not exist", owner.name),
-            ),
-        },
-    ))
+    let name = provider::capi_owner(&*scope.object, "Cluster")
+        .map(|owner| owner.name)
+        .unwrap_or_default();
+    Ok(Outcome::Wait(Wait::on_change(
+        Reason::OwnerNotFound,
+        format!("the owner Cluster {name:?} does not exist"),
+    )))
 }
 
 fn request(scope: &Scope<WasmCluster>, prepared: &Prepared) -> ClusterRequest {

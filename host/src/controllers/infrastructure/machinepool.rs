@@ -52,6 +52,10 @@ impl Reconciler for WasmMachinePool {
         provider::cluster_of_pool_owner(self, ctx)
     }
 
+    fn claimed(&self) -> bool {
+        provider::capi_owner(self, "MachinePool").is_some()
+    }
+
     fn summarize(scope: &mut Scope<Self>, _: &Context, results: &[Result<Outcome, Error>]) {
         provider::summarize(scope, results);
     }

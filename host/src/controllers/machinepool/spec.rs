@@ -31,7 +31,5 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
         spec["template"] = json!({ "spec": { "bootstrap": { "dataSecretName": name } } });
     }
     scope.apply(ctx, "spec", json!({ "spec": spec })).await?;
-    // The status is computed again from what this write changed.
-    scope.defer_status = true;
     Ok(Outcome::Continue)
 }
