@@ -1,10 +1,12 @@
-//! `make write-trace`: every change the operator makes to one Cluster and
-//! its pool on their way to Running, in order, with the fields each write
-//! changed — where a pool's writes go, seen one by one. Runs capwasm
-//! standalone (`capwasm run`, its own API server) by default, or
-//! upstream's core with capwasm's providers (`-- upstream`).
+//! Every change the operator makes to a Cluster and its pool on their way
+//! to Running, in order, with the fields each write changed — where a
+//! pool's writes go, seen one by one. Runs capwasm standalone (`capwasm
+//! run`, its own API server) by default, or upstream's core with capwasm's
+//! providers (`upstream`). With more CLUSTERS or POOLS, all of them are
+//! made at once, as a fleet does; the first Cluster's and pool's changes
+//! are printed, and the writes of all of them summed up per pool.
 //!
-//!     cargo run -p capwasm-tests --example write-trace [capwasm|upstream] [REPLICAS]
+//!     cargo run -p capwasm-tests --example write-trace [capwasm|upstream] [REPLICAS] [CLUSTERS] [POOLS]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -55,9 +57,76 @@ async fn main() -> anyhow::Result<()> {
         .next()
         .map_or(Ok(3), |n| n.parse())
         .context("REPLICAS")?;
+    let clusters: usize = args
+        .next()
+        .map_or(Ok(1), |n| n.parse())
+        .context("CLUSTERS")?;
+    let pools: usize = args.next().map_or(Ok(1), |n| n.parse()).context("POOLS")?;
     let install = Install::with_core("trace", core).await;
     let (client, ns) = (&install.client, &install.ns);
     let started = Instant::now();
+    let counts: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let trace = tokio::spawn(print_changes(
+        watch_all(client, ns),
+        counts.clone(),
+        started,
+    ));
+    for c in 0..clusters {
+        let cluster = format!("c{c}");
+        install.cluster(&cluster).await;
+        for p in 0..pools {
+            let pool = format!("{cluster}-p{p}");
+            install
+                .objects
+                .create_pool(client, ns, &pool, &cluster, replicas, &install.modules)
+                .await?;
+        }
+    }
+    let apis = Apis::new(client, ns);
+    for c in 0..clusters {
+        for p in 0..pools {
+            wait_for_pool(&apis.pools, &format!("c{c}-p{p}"), "Running", replicas).await;
+        }
+    }
+    // Let what follows Running land too.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    trace.abort();
+    let (_, metrics) = install.operator.get("/metrics").await;
+    let sent: Vec<String> = metrics
+        .lines()
+        .filter(|l| l.starts_with("capwasm_api_writes_total{"))
+        .map(|l| l.trim_start_matches("capwasm_api_writes_total").to_owned())
+        .collect();
+    println!("writes the operator sent, in all: {}", sent.join(", "));
+    if std::env::var_os("TRACE_LOG").is_some() {
+        for line in install
+            .operator
+            .log_lines(|l| l.contains("/c0") || l.contains("c0-p0"))
+        {
+            println!("log: {line}");
+        }
+    }
+    let counts = counts.lock().unwrap_or_else(PoisonError::into_inner);
+    let total: u32 = counts.values().sum();
+    #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+    let per = |n: u32| f64::from(n) / (clusters * pools) as f64;
+    let by_kind: Vec<String> = counts
+        .iter()
+        .map(|(k, n)| format!("{k} {:.1}", per(*n)))
+        .collect();
+    println!(
+        "\nwrites after creation per pool: {:.1} ({})",
+        per(total),
+        by_kind.join(", ")
+    );
+    Ok(())
+}
+
+/// Every change of the traced kinds and of Events in namespace `ns`.
+fn watch_all(
+    client: &kube::Client,
+    ns: &str,
+) -> impl futures::Stream<Item = (String, Value)> + Unpin + Send + 'static {
     let mut changes = Vec::new();
     for (group, version, kind, plural) in KINDS {
         let resource = ApiResource {
@@ -94,27 +163,7 @@ async fn main() -> anyhow::Result<()> {
             })
             .boxed(),
     );
-    let counts: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
-    let trace = tokio::spawn(print_changes(
-        stream::select_all(changes),
-        counts.clone(),
-        started,
-    ));
-    install.cluster("c1").await;
-    install
-        .objects
-        .create_pool(client, ns, "p1", "c1", replicas, &install.modules)
-        .await?;
-    let apis = Apis::new(client, ns);
-    wait_for_pool(&apis.pools, "p1", "Running", replicas).await;
-    // Let what follows Running land too.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    trace.abort();
-    let counts = counts.lock().unwrap_or_else(PoisonError::into_inner);
-    let total: u32 = counts.values().sum();
-    let by_kind: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    println!("\nwrites after creation: {total} ({})", by_kind.join(", "));
-    Ok(())
+    stream::select_all(changes)
 }
 
 /// Prints each change of `changes` with the fields it changed, counting
@@ -145,6 +194,14 @@ async fn print_changes(
         if diffs.is_empty() {
             continue;
         }
+        let first = name == "c0" || name.starts_with("c0-p0") || name.starts_with("c0.");
+        if first {
+            println!(
+                "{:>6.2}s {key:<40} {}",
+                started.elapsed().as_secs_f64(),
+                diffs.join("; ")
+            );
+        }
         if kind == "Event" || last.contains_key(&key) {
             *counts
                 .lock()
@@ -152,11 +209,6 @@ async fn print_changes(
                 .entry(kind.clone())
                 .or_default() += 1;
         }
-        println!(
-            "{:>6.2}s {key:<40} {}",
-            started.elapsed().as_secs_f64(),
-            diffs.join("; ")
-        );
         last.insert(key, object);
     }
 }

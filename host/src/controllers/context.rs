@@ -22,6 +22,7 @@ use super::config::ConfigSchemas;
 use super::error::{Error, Retry};
 use super::external::ExternalObjects;
 use super::metrics::Metrics;
+use super::own_writes::OwnWrites;
 use super::secrets::Secrets;
 
 /// Settings fixed for the operator's life.
@@ -93,6 +94,8 @@ pub struct Context {
     pub secrets: Secrets,
     /// Clients and Node caches of workload clusters.
     pub workload: WorkloadClusters,
+    /// The answers to our writes the caches have not shown yet.
+    pub own_writes: Arc<OwnWrites>,
     recorder: Recorder,
     backoff: Backoff,
 }
@@ -114,8 +117,9 @@ impl Context {
             workload,
             caches,
         } = parts;
+        let own_writes = Arc::new(OwnWrites::default());
         let (external, pools, clusters) =
-            ExternalObjects::new(client.clone(), &caches, metrics.clone());
+            ExternalObjects::new(client.clone(), &caches, metrics.clone(), own_writes.clone());
         let reporter = Reporter {
             controller: "capwasm".into(),
             instance: settings.instance.clone(),
@@ -124,6 +128,7 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             external,
             schemas: ConfigSchemas::default(),
+            own_writes,
             secrets: Secrets::new(client.clone()),
             backoff: Backoff::new(settings.backoff_first, settings.backoff_max),
             client,

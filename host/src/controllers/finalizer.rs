@@ -47,7 +47,14 @@ pub async fn ensure<K>(
     required: &Required,
 ) -> Result<bool, Error>
 where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>
+        + Scoped
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let ops = ensure_ops(object, finalizer, required);
     if ops.is_empty() {
@@ -64,12 +71,22 @@ pub async fn remove<K>(
     finalizer: &str,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>
+        + Scoped
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let Some(ops) = remove_ops(object, finalizer) else {
         return Ok(());
     };
-    patch(ctx, controller, object, ops).await
+    patch(ctx, controller, object, ops).await?;
+    // Never reconciled again: ours is done.
+    ctx.own_writes.forget(&object.uid().unwrap_or_default());
+    Ok(())
 }
 
 async fn patch<K>(
@@ -79,7 +96,14 @@ async fn patch<K>(
     ops: Vec<Value>,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>
+        + Scoped
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let name = object.name_any();
     let failed = |source| Error::Write {
@@ -89,11 +113,12 @@ where
     };
     let ops: json_patch::Patch = serde_json::from_value(Value::Array(ops))
         .map_err(|e| failed(kube::Error::SerdeError(e)))?;
-    K::api(ctx.client.clone(), object)
+    let written = K::api(ctx.client.clone(), object)
         .patch(&name, &PatchParams::default(), &Patch::Json::<()>(ops))
         .await
         .map_err(failed)?;
     ctx.metrics.write(controller, "metadata");
+    ctx.own_writes.wrote(object, written);
     Ok(())
 }
 

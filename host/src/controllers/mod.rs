@@ -19,6 +19,7 @@ pub mod infrastructure;
 pub mod machinepool;
 pub mod metrics;
 pub mod outcome;
+mod own_writes;
 mod paused;
 pub mod provider;
 pub mod providermodule;

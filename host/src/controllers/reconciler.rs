@@ -242,6 +242,7 @@ pub fn error_policy<K: Reconciler>(object: Arc<K>, error: &Error, ctx: Arc<Conte
 }
 
 async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Error> {
+    let object = ctx.own_writes.latest(object);
     if !object.claimed() && object.meta().deletion_timestamp.is_none() {
         return Ok(Action::await_change());
     }

@@ -36,7 +36,14 @@ pub async fn status<K, S>(
     status: &S,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>
+        + Scoped
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
     S: Serialize,
 {
     let patch = json!({
@@ -45,7 +52,7 @@ where
         "status": status,
     });
     let name = object.name_any();
-    K::api(ctx.client.clone(), object)
+    let written = K::api(ctx.client.clone(), object)
         .patch_status(
             &name,
             &PatchParams::apply(author.manager).force(),
@@ -58,6 +65,7 @@ where
             source,
         })?;
     ctx.metrics.write(author.controller, "status");
+    ctx.own_writes.wrote(object, written);
     Ok(())
 }
 
@@ -72,7 +80,14 @@ pub async fn fields<K>(
     mut fields: serde_json::Value,
 ) -> Result<Option<i64>, Error>
 where
-    K: Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>
+        + Scoped
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let name = object.name_any();
     if let Some(map) = fields.as_object_mut() {
@@ -93,7 +108,9 @@ where
         .await
         .map_err(|source| Error::Write { what, name, source })?;
     ctx.metrics.write(author.controller, what);
-    Ok(written.meta().generation)
+    let generation = written.meta().generation;
+    ctx.own_writes.wrote(object, written);
+    Ok(generation)
 }
 
 /// How to reach an object of a kind: in its namespace, or cluster-wide.

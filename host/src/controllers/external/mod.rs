@@ -22,6 +22,7 @@ pub use watch::Changed;
 
 use super::cache::{Cache, Caches};
 use super::metrics::Metrics;
+use super::own_writes::OwnWrites;
 use crate::api::{Cluster, ContractVersionedObjectReference, MachinePool, Reason, labels};
 
 /// How long a read waits for the first list of a kind it is the first to reference.
@@ -167,16 +168,19 @@ pub struct ExternalObjects {
     client: Client,
     crds: kube::runtime::reflector::Store<CustomResourceDefinition>,
     kinds: watch::Kinds,
+    own_writes: Arc<OwnWrites>,
 }
 
 impl ExternalObjects {
     /// Uses `client` for writes and watches, and `caches` for CRDs and to
     /// map a changed object to the MachinePools and Clusters that own or
-    /// reference it, which the returned streams yield.
+    /// reference it, which the returned streams yield. An adoption's answer
+    /// is read back through `own_writes` until the cache shows it.
     pub fn new(
         client: Client,
         caches: &Caches,
         metrics: Metrics,
+        own_writes: Arc<OwnWrites>,
     ) -> (Self, Changed<MachinePool>, Changed<Cluster>) {
         let (kinds, pools, clusters) =
             watch::Kinds::new(client.clone(), metrics, watch::Referrers::of(caches));
@@ -184,6 +188,7 @@ impl ExternalObjects {
             client,
             crds: caches.crds.store().clone(),
             kinds,
+            own_writes,
         };
         (external, pools, clusters)
     }
@@ -222,6 +227,7 @@ impl ExternalObjects {
         self.cache(resolved)
             .await?
             .get(Some(namespace), name)
+            .map(|cached| self.own_writes.latest(cached))
             .ok_or_else(|| ReferenceError::NotFound {
                 kind: resolved.resource.kind.clone(),
                 name: name.to_owned(),
@@ -325,13 +331,15 @@ impl ExternalObjects {
             &object.namespace().unwrap_or_default(),
             &resolved.resource,
         );
-        api.patch(
-            &name,
-            &PatchParams::apply(field_manager).force(),
-            &Patch::Apply(patch),
-        )
-        .await
-        .map(|_| true)
-        .map_err(|source| ReferenceError::Adopt { kind, name, source })
+        let answer = api
+            .patch(
+                &name,
+                &PatchParams::apply(field_manager).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map_err(|source| ReferenceError::Adopt { kind, name, source })?;
+        self.own_writes.wrote(object, answer);
+        Ok(true)
     }
 }

@@ -11,8 +11,7 @@ use serde_json::json;
 
 use super::{CONTROLLER, guest_io};
 use crate::api::provider::{
-    INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceState,
-    MACHINE_POOL_FINALIZER,
+    INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, MACHINE_POOL_FINALIZER,
 };
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
 use crate::controllers::cache::cluster_key;
@@ -121,23 +120,20 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         provisioned: Some(true),
     });
     status.common.served_by = Some(served_by);
-    let running = status
-        .instances
-        .iter()
-        .filter(|i| i.state == InstanceState::Running)
-        .count();
-    let message = format!("{running} of {replicas} instances running");
     let asked = state
         .requeue_after_seconds
         .map(|s| Duration::from_secs(u64::from(s)));
+    // The count of running instances is in `status.instances`; a message
+    // with it would change with every instance, and with it the condition
+    // the MachinePool mirrors: a write of each for every boot.
     if !state.ready {
         return Ok(Outcome::Wait(Wait::after(
             Reason::WaitingForInstances,
-            message,
+            format!("waiting for {replicas} instances to run"),
             asked.unwrap_or(POLL_NOT_READY),
         )));
     }
-    scope.found.done = Some((Reason::Ready, message));
+    scope.found.done = Some((Reason::Ready, format!("{replicas} instances running")));
     Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
