@@ -33,6 +33,16 @@ impl Backoff {
         delay
     }
 
+    /// How many times in a row `uid` has failed.
+    pub fn failures(&self, uid: &str) -> u32 {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Forgets `uid`'s failures (it reconciled without error, or is gone).
     pub fn reset(&self, uid: &str) {
         self.failures
@@ -51,6 +61,7 @@ mod tests {
         let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
         let delays: Vec<_> = (0..5).map(|_| backoff.next("a")).collect();
         assert_eq!(delays, [100, 200, 400, 500, 500].map(Duration::from_millis));
+        assert_eq!(backoff.failures("a"), 5);
         assert_eq!(backoff.next("b"), Duration::from_millis(100));
         backoff.reset("a");
         assert_eq!(backoff.next("a"), Duration::from_millis(100));

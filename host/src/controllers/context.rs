@@ -193,6 +193,11 @@ impl Context {
         }
     }
 
+    /// How many reconciles of the object failed in a row.
+    pub fn failures(&self, uid: &str) -> u32 {
+        self.backoff.failures(uid)
+    }
+
     /// Forgets an object's failures after a reconcile without error.
     pub fn succeeded(&self, uid: &str) {
         self.backoff.reset(uid);

@@ -2,7 +2,8 @@
 //!
 //! 1. an object its owner has not claimed yet waits, untouched; then its
 //!    Cluster, from the cache (a kind that needs one and has none stops
-//!    here, with its summary condition saying so);
+//!    here, backing off, with its summary condition saying so from the
+//!    second try);
 //! 2. the finalizer, and the metadata the kind requires, added first and
 //!    alone ([`finalizer`]);
 //! 3. paused: the `Paused` condition, and nothing else;
@@ -248,6 +249,11 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
     }
     let cluster = match object.cluster(ctx) {
         Ok(cluster) => cluster,
+        // The first time, no condition: a Cluster created with its pools
+        // may reach its cache a moment after them.
+        Err(error) if ctx.failures(&object.uid().unwrap_or_default()) == 0 => {
+            return Err(error);
+        }
         Err(error) => {
             let mut scope = Scope::new(object, None);
             let error = scope.failed(K::SUMMARY, error);

@@ -48,22 +48,31 @@ pub struct Mirror {
 
 impl Mirror {
     /// The condition for an object that is ready or not (`holds`): with the
-    /// object's own `Ready` message when it has one, else saying which it is.
+    /// object's own `Ready` message when it has one worth repeating, else
+    /// saying which it is. A capwasm provider object's progress (a reason
+    /// that needs nobody) is not repeated: it changes as the object works,
+    /// and our copy would be rewritten each time; its problems are, and so
+    /// is everything another provider's objects say.
     pub fn of(
         &self,
         object: &DynamicObject,
         holds: bool,
         reference: &ContractVersionedObjectReference,
     ) -> Desired {
-        let message = ready_message(object)
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| {
-                if holds {
-                    format!("{reference} is ready")
-                } else {
-                    format!("waiting for {reference}")
-                }
-            });
+        let worth_repeating =
+            |reason: &str| holds || Reason::parse(reason).is_none_or(Reason::is_warning);
+        let message = ready_condition(object)
+            .filter(|(reason, message)| !message.is_empty() && worth_repeating(reason))
+            .map_or_else(
+                || {
+                    if holds {
+                        format!("{reference} is ready")
+                    } else {
+                        format!("waiting for {reference}")
+                    }
+                },
+                |(_, message)| message,
+            );
         Desired {
             type_: self.type_,
             status: ConditionStatus::from_bool(holds),
@@ -73,20 +82,21 @@ impl Mirror {
     }
 }
 
-/// The message of the object's `Ready` condition (v1beta1 and v1beta2
-/// conditions share the field).
-fn ready_message(object: &DynamicObject) -> Option<String> {
+/// The reason and message of the object's `Ready` condition (v1beta1 and
+/// v1beta2 conditions share the fields).
+fn ready_condition(object: &DynamicObject) -> Option<(String, String)> {
     let conditions = status_field(object, &["conditions"])?.as_array()?;
     let ready = conditions
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))?;
-    Some(
+    let text = |key| {
         ready
-            .get("message")
+            .get(key)
             .and_then(Value::as_str)
             .unwrap_or_default()
-            .to_owned(),
-    )
+            .to_owned()
+    };
+    Some((text("reason"), text("message")))
 }
 
 /// The failure the object reports (`status.failureReason` / `failureMessage`), if any.
@@ -145,6 +155,32 @@ mod tests {
             "our reason, not the object's"
         );
         assert_eq!(mirrored.message, "2 of 3 running");
+    }
+
+    #[test]
+    fn a_capwasm_objects_progress_is_not_repeated_its_problems_are() {
+        let condition = |reason: &str, message: &str| {
+            object(json!({ "conditions": [
+                { "type": "Ready", "status": "False", "reason": reason, "message": message }
+            ]}))
+        };
+        let progress = condition("WaitingForInstances", "waiting for 3 instances to run");
+        assert_eq!(
+            INFRA.of(&progress, false, &reference()).message,
+            format!("waiting for {}", reference())
+        );
+        let problem = condition("InvalidConfig", "invalid config at $.ami");
+        assert_eq!(
+            INFRA.of(&problem, false, &reference()).message,
+            "invalid config at $.ami"
+        );
+        let ready = object(json!({ "conditions": [
+            { "type": "Ready", "status": "True", "reason": "Ready", "message": "3 instances running" }
+        ]}));
+        assert_eq!(
+            INFRA.of(&ready, true, &reference()).message,
+            "3 instances running"
+        );
     }
 
     #[test]
