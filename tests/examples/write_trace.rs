@@ -18,7 +18,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event as Change};
 use serde_json::Value;
-use testenv::flows::{Apis, wait_for_pool};
+use testenv::flows::Apis;
 use testenv::install::{Core, Install};
 
 /// The kinds traced, as (group, version, kind, plural).
@@ -83,10 +83,21 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let apis = Apis::new(client, ns);
-    for c in 0..clusters {
-        for p in 0..pools {
-            wait_for_pool(&apis.pools, &format!("c{c}-p{p}"), "Running", replicas).await;
+    let total = clusters * pools;
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let stuck = not_running(&apis, replicas).await?;
+        if stuck.is_empty() {
+            break;
         }
+        if Instant::now() > deadline {
+            println!("{} of {total} pools not Running after 300 s:", stuck.len());
+            for line in stuck.iter().take(10) {
+                println!("  {line}");
+            }
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
     // Let what follows Running land too.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
@@ -120,6 +131,44 @@ async fn main() -> anyhow::Result<()> {
         by_kind.join(", ")
     );
     Ok(())
+}
+
+/// The pools not Running with `replicas` Nodes, each with what its
+/// provider objects' Ready conditions say.
+async fn not_running(apis: &Apis, replicas: i32) -> anyhow::Result<Vec<String>> {
+    let ready = |conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| format!("{} {}: {}", c.status, c.reason, c.message))
+            .unwrap_or_default()
+    };
+    let mut stuck = Vec::new();
+    for pool in apis.pools.list(&Default::default()).await? {
+        let status = pool.status.clone().unwrap_or_default();
+        if status.phase.as_deref() == Some("Running")
+            && i32::try_from(status.node_refs.len()).ok() == Some(replicas)
+        {
+            continue;
+        }
+        let name = kube::ResourceExt::name_any(&pool);
+        let infra = apis.infra_pools.get_opt(&name).await?;
+        let config = apis.configs.get_opt(&name).await?;
+        stuck.push(format!(
+            "{name} {:?} refs {}: WasmMachinePool [{}] WasmBootstrapConfig [{}]",
+            status.phase,
+            status.node_refs.len(),
+            infra
+                .and_then(|i| i.status)
+                .map(|s| ready(&s.common.conditions))
+                .unwrap_or_default(),
+            config
+                .and_then(|c| c.status)
+                .map(|s| ready(&s.common.conditions))
+                .unwrap_or_default(),
+        ));
+    }
+    Ok(stuck)
 }
 
 /// Every change of the traced kinds and of Events in namespace `ns`.

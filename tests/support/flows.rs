@@ -84,13 +84,15 @@ pub struct Objects {
 }
 
 impl Objects {
-    /// A simulated cloud on loopback that boots and terminates in 300 ms and
+    /// A simulated cloud on loopback that boots and terminates in 300 ms,
+    /// holds the instances of a fleet of 1,000 pools and more, and
     /// registers its instances' Nodes through `nodes` (a workload
     /// cluster's client), and the objects it serves.
     pub async fn start_cloud(nodes: Client) -> Result<(RunningSimCloud, Self)> {
         let cloud = SimCloud::new(simcloud::Settings {
             boot_delay: Duration::from_millis(300),
             termination_delay: Duration::from_millis(300),
+            max_instances: 10_000,
             nodes: Some(nodes),
             ..simcloud::Settings::default()
         })
