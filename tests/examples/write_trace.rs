@@ -63,6 +63,27 @@ async fn main() -> anyhow::Result<()> {
         .context("CLUSTERS")?;
     let pools: usize = args.next().map_or(Ok(1), |n| n.parse()).context("POOLS")?;
     let install = Install::with_core("trace", core).await;
+    if std::env::var_os("TRACE_LIST").is_some() {
+        for (group, version, kind, plural) in KINDS {
+            let resource = ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version: format!("{group}/{version}"),
+                kind: kind.into(),
+                plural: plural.into(),
+            };
+            let api: Api<DynamicObject> = Api::all_with(install.client.clone(), &resource);
+            let started = Instant::now();
+            let listed = api
+                .list(&kube::api::ListParams::default().match_any())
+                .await;
+            println!(
+                "list {kind}: {:?} {:?}",
+                started.elapsed(),
+                listed.map(|l| l.items.len())
+            );
+        }
+    }
     let (client, ns) = (&install.client, &install.ns);
     let started = Instant::now();
     let counts: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
@@ -112,7 +133,7 @@ async fn main() -> anyhow::Result<()> {
     if std::env::var_os("TRACE_LOG").is_some() {
         for line in install
             .operator
-            .log_lines(|l| l.contains("/c0") || l.contains("c0-p0"))
+            .log_lines(|l| l.contains("/c0") || l.contains("c0-p0") || l.contains("watch failed"))
         {
             println!("log: {line}");
         }

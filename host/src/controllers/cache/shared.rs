@@ -17,7 +17,7 @@ use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::index::Index;
 use crate::controllers::metrics::Metrics;
@@ -42,6 +42,11 @@ where
     subscribers: Subscribers<K>,
     /// The watch and the store's writer, until [`Cache::run`] takes them.
     feed: Mutex<Option<Feed<K>>>,
+    /// Whether the first list is in. The store's own readiness wakes only
+    /// one of its waiters (kube-runtime's `DelayedInit` keeps one waker),
+    /// and the others wait until something else polls them: a fleet of
+    /// pools naming a kind first seen together waited 10 s here.
+    ready: Arc<watch::Sender<bool>>,
 }
 
 impl<K> Cache<K>
@@ -59,6 +64,7 @@ where
             store: writer.as_reader(),
             subscribers: Arc::default(),
             feed: Mutex::new(Some((writer, events, Vec::new()))),
+            ready: Arc::new(watch::Sender::new(false)),
         }
     }
 
@@ -97,19 +103,20 @@ where
 
     /// Once the first list is in the store.
     pub async fn ready(&self) {
-        // Only a dropped writer fails this, and the writer lives as long as the watch.
-        let _ = self.store.wait_until_ready().await;
+        // The sender lives as long as the cache.
+        let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
     /// Watches (and retries with backoff after failures, counting them)
     /// until the returned future is dropped. Only the first call watches.
     pub fn run(&self, metrics: Metrics) -> impl Future<Output = ()> + Send + 'static {
         let feed = lock(&self.feed).take();
-        let (resource, dyntype, store, subscribers) = (
+        let (resource, dyntype, store, subscribers, ready) = (
             self.resource.clone(),
             self.dyntype.clone(),
             self.store.clone(),
             self.subscribers.clone(),
+            self.ready.clone(),
         );
         async move {
             let Some((writer, events, indexes)) = feed else {
@@ -134,6 +141,7 @@ where
                     }
                     Ok(watcher::Event::InitApply(_)) => continue,
                     Ok(watcher::Event::InitDone) => {
+                        ready.send_replace(true);
                         let mut touched = store.state();
                         touched.extend(before.take().into_iter().flatten().filter(|object| {
                             store
@@ -166,4 +174,49 @@ where
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every change under these locks is one push, take or retain.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::api::MachinePool;
+    use crate::testing::objects::MachinePoolBuilder;
+
+    /// Every reader waiting for the first list goes on once it is in, not
+    /// only the last one to wait.
+    #[tokio::test]
+    async fn every_waiter_sees_the_first_list() {
+        let (sender, receiver) = mpsc::unbounded_channel::<watcher::Event<MachinePool>>();
+        let events = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|event| (Ok(event), receiver))
+        })
+        .boxed();
+        let cache = Arc::new(Cache::new("machinepools", events, ()));
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.ready().await })
+            })
+            .collect();
+        tokio::spawn(cache.run(Metrics::default()));
+        // Let every waiter register before the list comes in.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let pool = MachinePoolBuilder::new("ns", "p", "c").build();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(pool),
+            watcher::Event::InitDone,
+        ] {
+            sender.send(event).unwrap();
+        }
+        for waiter in waiters {
+            tokio::time::timeout(Duration::from_secs(1), waiter)
+                .await
+                .expect("woken at once")
+                .unwrap();
+        }
+        assert_eq!(cache.store().state().len(), 1);
+    }
 }

@@ -208,11 +208,15 @@ impl ExternalObjects {
         resolved: &Resolved,
     ) -> Result<Arc<Cache<DynamicObject>>, ReferenceError> {
         let cache = self.kinds.cache(&resolved.resource);
+        let started = std::time::Instant::now();
         tokio::time::timeout(FIRST_LIST, cache.ready())
             .await
             .map_err(|_| ReferenceError::NotListed {
                 kind: resolved.resource.kind.clone(),
             })?;
+        if started.elapsed() > Duration::from_millis(500) {
+            tracing::info!(kind = resolved.resource.kind, waited = ?started.elapsed(), "waited for the first list of a referenced kind");
+        }
         Ok(cache)
     }
 
