@@ -64,25 +64,7 @@ async fn main() -> anyhow::Result<()> {
     let pools: usize = args.next().map_or(Ok(1), |n| n.parse()).context("POOLS")?;
     let install = Install::with_core("trace", core).await;
     if std::env::var_os("TRACE_LIST").is_some() {
-        for (group, version, kind, plural) in KINDS {
-            let resource = ApiResource {
-                group: group.into(),
-                version: version.into(),
-                api_version: format!("{group}/{version}"),
-                kind: kind.into(),
-                plural: plural.into(),
-            };
-            let api: Api<DynamicObject> = Api::all_with(install.client.clone(), &resource);
-            let started = Instant::now();
-            let listed = api
-                .list(&kube::api::ListParams::default().match_any())
-                .await;
-            println!(
-                "list {kind}: {:?} {:?}",
-                started.elapsed(),
-                listed.map(|l| l.items.len())
-            );
-        }
+        time_lists(&install.client).await;
     }
     let (client, ns) = (&install.client, &install.ns);
     let started = Instant::now();
@@ -154,6 +136,29 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long a LIST of each traced kind takes, across namespaces.
+async fn time_lists(client: &kube::Client) {
+    for (group, version, kind, plural) in KINDS {
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let started = Instant::now();
+        let listed = api
+            .list(&kube::api::ListParams::default().match_any())
+            .await;
+        println!(
+            "list {kind}: {:?} {:?}",
+            started.elapsed(),
+            listed.map(|l| l.items.len())
+        );
+    }
+}
+
 /// The pools not Running with `replicas` Nodes, each with what its
 /// provider objects' Ready conditions say.
 async fn not_running(apis: &Apis, replicas: i32) -> anyhow::Result<Vec<String>> {
@@ -165,7 +170,7 @@ async fn not_running(apis: &Apis, replicas: i32) -> anyhow::Result<Vec<String>> 
             .unwrap_or_default()
     };
     let mut stuck = Vec::new();
-    for pool in apis.pools.list(&Default::default()).await? {
+    for pool in apis.pools.list(&kube::api::ListParams::default()).await? {
         let status = pool.status.clone().unwrap_or_default();
         if status.phase.as_deref() == Some("Running")
             && i32::try_from(status.node_refs.len()).ok() == Some(replicas)
