@@ -60,6 +60,8 @@ test: lint guests
 	  tests/upstream-capi/build.sh --verbose >/dev/null && \
 	  tests/kustomize/build.sh >/dev/null && \
 	  tests/moto/install.sh >/dev/null && \
+	  tests/registry/build.sh >/dev/null && \
+	  tests/cosign/build.sh >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \

@@ -1,7 +1,7 @@
 //! The CRDs in `crds/`, installed in a real API server, enforce what upstream's
 //! webhooks enforce wherever a CRD can say it (CEL rules, defaults, subresources).
 
-use capwasm::api::providermodule::{ConfigMapSource, World};
+use capwasm::api::providermodule::{ConfigMapSource, KeySelector, World};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::Api;
@@ -120,7 +120,36 @@ async fn provider_module_needs_exactly_one_source() {
     });
     let message = rejection(api.create(&PostParams::default(), &module).await);
     assert!(
-        message.contains("set exactly one of configMap and file"),
+        message.contains("set exactly one of configMap, file and oci"),
+        "{message}"
+    );
+    let mut none = ProviderModuleBuilder::file("no-source", World::Bootstrap, "/x.wasm").build();
+    none.spec.source.file = None;
+    let message = rejection(api.create(&PostParams::default(), &none).await);
+    assert!(
+        message.contains("set exactly one of configMap, file and oci"),
+        "{message}"
+    );
+    // Signatures live in a registry: verification needs an OCI source.
+    let verified_file = ProviderModuleBuilder::file("verified-file", World::Bootstrap, "/x.wasm")
+        .verified_by(&["-----BEGIN PUBLIC KEY-----"])
+        .build();
+    let message = rejection(api.create(&PostParams::default(), &verified_file).await);
+    assert!(message.contains("it needs source.oci"), "{message}");
+    let mut two_keys = ProviderModuleBuilder::file("two-key-sources", World::Bootstrap, "/x.wasm")
+        .oci("127.0.0.1:5000/p:v1")
+        .verified_by(&["-----BEGIN PUBLIC KEY-----"])
+        .build();
+    if let Some(verification) = two_keys.spec.verification.as_mut() {
+        verification.public_keys[0].config_map = Some(KeySelector {
+            namespace: "default".into(),
+            name: "keys".into(),
+            key: None,
+        });
+    }
+    let message = rejection(api.create(&PostParams::default(), &two_keys).await);
+    assert!(
+        message.contains("set exactly one of pem, secret and configMap"),
         "{message}"
     );
 

@@ -9,6 +9,7 @@ pub mod api;
 pub mod cli;
 pub mod controllers;
 pub mod leader;
+pub mod oci;
 pub mod operator;
 pub mod report;
 pub mod simcloud;

@@ -70,6 +70,8 @@ pub struct Install {
     pub operator: OperatorProcess,
     /// Its flags.
     args: Vec<String>,
+    /// Its precompiled cache, kept across restarts.
+    _cache: tempfile::TempDir,
 }
 
 impl Install {
@@ -186,6 +188,8 @@ impl Install {
             Core::Upstream => vec!["--controllers=providers".into()],
             Core::Capwasm => webhook_args.to_vec(),
         };
+        let cache = tempfile::tempdir().expect("a cache directory");
+        args.push(format!("--cache-dir={}", cache.path().display()));
         let operator = match identity {
             Identity::Admin => {
                 // Credentials Secrets where the tests' flows write them.
@@ -221,6 +225,7 @@ impl Install {
             upstream,
             operator,
             args,
+            _cache: cache,
         }
     }
 

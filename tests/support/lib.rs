@@ -29,6 +29,7 @@ pub mod operator;
 mod ports;
 mod probe;
 mod process;
+pub mod registry;
 mod rundir;
 mod stack;
 pub mod upstream;

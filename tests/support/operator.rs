@@ -59,6 +59,8 @@ pub struct OperatorProcess {
     /// Where `/healthz`, `/readyz` and `/metrics` are served.
     pub address: String,
     log: Arc<Mutex<Vec<String>>>,
+    /// Its `--cache-dir`.
+    pub cache_dir: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -114,14 +116,20 @@ impl OperatorProcess {
         )
         .expect("the kubeconfig written");
         let address = free_address();
+        // A cache of its own, unless the caller keeps one across restarts.
+        let given = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--cache-dir="))
+            .map(std::path::PathBuf::from);
+        let given_cache = given.is_some();
+        let cache_dir = given.unwrap_or_else(|| dir.path().join("cache"));
         let mut child = Command::new(binary())
             .args(["run", "--kubeconfig"])
             .arg(&kubeconfig)
             .args(["--metrics-bind-address", &address])
             .args(["--leader-election-namespace", namespace])
             .args(["--instance", instance])
-            .arg("--cache-dir")
-            .arg(dir.path().join("cache"))
+            .args((!given_cache).then(|| format!("--cache-dir={}", cache_dir.display())))
             .args(args)
             .env("RUST_LOG", "info")
             .stderr(Stdio::piped())
@@ -163,6 +171,7 @@ impl OperatorProcess {
             child,
             address,
             log,
+            cache_dir,
             _dir: dir,
         }
     }

@@ -31,6 +31,8 @@ pub enum ConditionType {
     ScalingDown,
     /// A ProviderModule's credentials Secret holds every key its `requestAuth` reads.
     CredentialsReady,
+    /// A ProviderModule's registry answered for its image (OCI sources only).
+    SourceAvailable,
 }
 
 impl ConditionType {
@@ -49,6 +51,7 @@ impl ConditionType {
             Self::ScalingUp => "ScalingUp",
             Self::ScalingDown => "ScalingDown",
             Self::CredentialsReady => "CredentialsReady",
+            Self::SourceAvailable => "SourceAvailable",
         }
     }
 }
@@ -221,6 +224,18 @@ reasons! {
     ModuleInvalid,
     /// A newer version replaced the one in service.
     Swapped,
+    /// A ProviderModule's image reference, or the image it names, is not usable.
+    ImageInvalid,
+    /// A ProviderModule's registry does not answer.
+    RegistryUnreachable,
+    /// A ProviderModule's image has no cosign signature.
+    SignatureNotFound,
+    /// A ProviderModule's image is signed, but by none of its verification keys.
+    SignatureUntrusted,
+    /// A ProviderModule's image carries a valid signature of another digest.
+    SignatureDigestMismatch,
+    /// A ProviderModule's verification key is not usable.
+    VerificationKeyInvalid,
     /// Deletion waits for the MachinePools of the Cluster.
     WaitingForWorkersDeletion,
     /// Deletion waits for the bootstrap config and infrastructure objects.
@@ -280,6 +295,12 @@ impl Reason {
                 | Self::FetchFailed
                 | Self::DigestMismatch
                 | Self::ModuleInvalid
+                | Self::ImageInvalid
+                | Self::RegistryUnreachable
+                | Self::SignatureNotFound
+                | Self::SignatureUntrusted
+                | Self::SignatureDigestMismatch
+                | Self::VerificationKeyInvalid
                 | Self::FailedSetNodeRef
                 | Self::ApiError
         )

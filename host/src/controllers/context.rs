@@ -46,6 +46,8 @@ pub struct Settings {
     /// The only namespace credentials Secrets are read from, if set: a
     /// ProviderModule cannot then hand a guest any Secret of the cluster.
     pub credentials_namespace: Option<String>,
+    /// How ProviderModules' OCI images are pulled.
+    pub oci: crate::oci::Puller,
 }
 
 impl Default for Settings {
@@ -58,6 +60,7 @@ impl Default for Settings {
             core_debounce: Duration::from_millis(500),
             instance: None,
             credentials_namespace: None,
+            oci: crate::oci::Puller::default(),
         }
     }
 }

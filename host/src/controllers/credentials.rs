@@ -37,35 +37,19 @@ pub async fn read(
     else {
         return Ok(Ok(Vec::new()));
     };
-    let (namespace, secret_name) = (&secret.namespace, &secret.name);
-    if let Some(allowed) = &ctx.settings.credentials_namespace
-        && allowed != namespace
+    let found = match allowed_secret(
+        ctx,
+        name,
+        "credentials Secret",
+        &secret.namespace,
+        &secret.name,
+    )
+    .await?
     {
-        return Ok(Err(Wait::on_change(
-            Reason::CredentialsNotAllowed,
-            format!(
-                "ProviderModule {name:?} names the credentials Secret {namespace}/{secret_name}, but credentials are read only from namespace {allowed:?}"
-            ),
-        )));
-    }
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let found = api
-        .get_opt(secret_name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: secret_name.clone(),
-            source,
-        })?;
-    let Some(found) = found else {
-        return Ok(Err(Wait::after(
-            Reason::CredentialsNotFound,
-            format!(
-                "the credentials Secret {namespace}/{secret_name} of ProviderModule {name:?} does not exist"
-            ),
-            CREDENTIALS_POLL,
-        )));
+        Ok(found) => found,
+        Err(wait) => return Ok(Err(wait)),
     };
+    let (namespace, secret_name) = (&secret.namespace, &secret.name);
     let credentials: Vec<types::Credential> = found
         .data
         .unwrap_or_default()
@@ -97,6 +81,45 @@ pub async fn read(
         )));
     }
     Ok(Ok(credentials))
+}
+
+/// The Secret `namespace/secret_name` that module `name` names as its
+/// `what`, if it is in the namespace credentials are read from and exists.
+pub async fn allowed_secret(
+    ctx: &Context,
+    name: &str,
+    what: &str,
+    namespace: &str,
+    secret_name: &str,
+) -> Result<Result<Secret, Wait>, Error> {
+    if let Some(allowed) = &ctx.settings.credentials_namespace
+        && allowed != namespace
+    {
+        return Ok(Err(Wait::on_change(
+            Reason::CredentialsNotAllowed,
+            format!(
+                "ProviderModule {name:?} names the {what} {namespace}/{secret_name}, but credentials are read only from namespace {allowed:?}"
+            ),
+        )));
+    }
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let found = api
+        .get_opt(secret_name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: secret_name.to_owned(),
+            source,
+        })?;
+    Ok(found.ok_or_else(|| {
+        Wait::after(
+            Reason::CredentialsNotFound,
+            format!(
+                "the {what} {namespace}/{secret_name} of ProviderModule {name:?} does not exist"
+            ),
+            CREDENTIALS_POLL,
+        )
+    }))
 }
 
 /// What `spec` grants, as the runtime applies it.

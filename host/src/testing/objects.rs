@@ -11,8 +11,8 @@ use crate::api::provider::{
     VERSION, WasmBootstrapConfigSpec, WasmClusterSpec, WasmMachinePoolSpec,
 };
 use crate::api::providermodule::{
-    ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource,
-    ProviderModuleSpec, World,
+    ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource, OciSource,
+    ProviderModuleSpec, PublicKeySource, Verification, World,
 };
 use crate::api::{
     ApiEndpoint, Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule,
@@ -262,8 +262,8 @@ impl ProviderModuleBuilder {
             ProviderModuleSpec {
                 world,
                 source: ModuleSource {
-                    config_map: None,
                     file: Some(FileSource { path: path.into() }),
+                    ..ModuleSource::default()
                 },
                 ..ProviderModuleSpec::default()
             },
@@ -280,8 +280,37 @@ impl ProviderModuleBuilder {
                 name: name.into(),
                 key: Some(key.into()),
             }),
-            file: None,
+            ..ModuleSource::default()
         };
+        self
+    }
+
+    /// From OCI image `image` instead, over plain HTTP (a loopback
+    /// registry), its tag resolved every five seconds.
+    pub fn oci(mut self, image: &str) -> Self {
+        self.0.spec.source = ModuleSource {
+            oci: Some(OciSource {
+                image: image.into(),
+                plain_http: true,
+                interval_seconds: Some(5),
+                ..OciSource::default()
+            }),
+            ..ModuleSource::default()
+        };
+        self
+    }
+
+    /// Admitting only images signed by one of the PEM `keys`.
+    pub fn verified_by(mut self, keys: &[&str]) -> Self {
+        self.0.spec.verification = Some(Verification {
+            public_keys: keys
+                .iter()
+                .map(|pem| PublicKeySource {
+                    pem: Some((*pem).to_owned()),
+                    ..PublicKeySource::default()
+                })
+                .collect(),
+        });
         self
     }
 

@@ -29,6 +29,16 @@ impl PrecompiledCache {
             .join(format!("{digest_hex}-{:016x}.cwasm", hasher.finish()))
     }
 
+    /// Whether a compilation of the component `digest_hex` is cached.
+    pub(crate) fn contains(&self, engine: &Engine, digest_hex: &str) -> bool {
+        self.path(engine, digest_hex).is_file()
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// The cached compilation of the component whose bytes hash to `digest_hex`.
     pub(crate) fn load(&self, engine: &Engine, digest_hex: &str) -> Option<Component> {
         let path = self.path(engine, digest_hex);

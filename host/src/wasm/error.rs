@@ -29,6 +29,9 @@ pub enum Error {
         /// What the bytes hash to.
         actual: String,
     },
+    /// The precompiled cache holds no compilation of the component.
+    #[error("no precompiled sha256:{0} is cached")]
+    NotPrecompiled(String),
     /// The bytes are not a WebAssembly component (a core module, or not Wasm).
     #[error("not a WebAssembly component")]
     NotAComponent,

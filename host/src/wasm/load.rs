@@ -27,6 +27,10 @@ pub enum ProviderSource {
     Bytes(Vec<u8>),
     /// A file on the operator's filesystem.
     File(PathBuf),
+    /// The precompiled cache's compilation of the component with this
+    /// sha256 (hex), verified when it was compiled; [`Error::NotPrecompiled`]
+    /// if the cache has none.
+    Precompiled(String),
 }
 
 /// A provider to load: the name it is served under, where its bytes come
@@ -85,6 +89,14 @@ pub(crate) async fn load(
     ));
     let (engine, cache) = (host.engine.clone(), cache.cloned());
     let compiled = tokio::task::spawn_blocking(move || {
+        if let ProviderSource::Precompiled(digest_hex) = source {
+            return precompiled(
+                &engine,
+                cache.as_ref(),
+                digest_hex,
+                expected_sha256.as_deref(),
+            );
+        }
         let fetched = fetch(source)?;
         let verified = verify(fetched, expected_sha256.as_deref())?;
         compile(&engine, cache.as_ref(), verified)
@@ -144,23 +156,51 @@ fn fetch(source: ProviderSource) -> Result<Fetched, Error> {
         ProviderSource::File(path) => std::fs::read(&path)
             .map(Fetched)
             .map_err(|source| Error::Read { path, source }),
+        ProviderSource::Precompiled(digest_hex) => Err(Error::NotPrecompiled(digest_hex)),
     }
+}
+
+/// The cached compilation of `digest_hex`, which must be the pinned digest if one is.
+fn precompiled(
+    engine: &Engine,
+    cache: Option<&PrecompiledCache>,
+    digest_hex: String,
+    expected: Option<&str>,
+) -> Result<Compiled, Error> {
+    pinned(expected, &digest_hex)?;
+    let started = Instant::now();
+    let component = cache
+        .and_then(|c| c.load(engine, &digest_hex))
+        .ok_or_else(|| Error::NotPrecompiled(digest_hex.clone()))?;
+    Ok(Compiled {
+        component,
+        digest_hex,
+        from_cache: true,
+        took: started.elapsed(),
+    })
+}
+
+/// Whether `digest_hex` is the digest `expected` pins (any, if none).
+fn pinned(expected: Option<&str>, digest_hex: &str) -> Result<(), Error> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let expected_hex = expected.strip_prefix("sha256:").unwrap_or(expected);
+    if expected_hex.len() != 64 || !expected_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::InvalidDigest(expected.to_owned()));
+    }
+    if !expected_hex.eq_ignore_ascii_case(digest_hex) {
+        return Err(Error::DigestMismatch {
+            expected: expected_hex.to_ascii_lowercase(),
+            actual: digest_hex.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 fn verify(Fetched(bytes): Fetched, expected: Option<&str>) -> Result<Verified, Error> {
     let digest_hex = hex::encode(Sha256::digest(&bytes));
-    if let Some(expected) = expected {
-        let expected_hex = expected.strip_prefix("sha256:").unwrap_or(expected);
-        if expected_hex.len() != 64 || !expected_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(Error::InvalidDigest(expected.to_owned()));
-        }
-        if !expected_hex.eq_ignore_ascii_case(&digest_hex) {
-            return Err(Error::DigestMismatch {
-                expected: expected_hex.to_ascii_lowercase(),
-                actual: digest_hex,
-            });
-        }
-    }
+    pinned(expected, &digest_hex)?;
     // A component has the Wasm magic and layer 1 (a core module has layer 0).
     if bytes.get(0..4) != Some(b"\0asm") || bytes.get(6..8) != Some(&[1, 0]) {
         return Err(Error::NotAComponent);

@@ -121,6 +121,26 @@ impl Runtime {
         self.inner.stopping.send_replace(true);
     }
 
+    /// Whether the precompiled cache holds the component with this sha256
+    /// (`sha256:<hex>` or hex), so loading it needs no bytes.
+    pub fn is_precompiled(&self, digest: &str) -> bool {
+        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+        self.inner
+            .settings
+            .cache
+            .as_ref()
+            .is_some_and(|c| c.contains(&self.inner.engine, hex))
+    }
+
+    /// The precompiled cache's directory, if there is one.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.inner
+            .settings
+            .cache
+            .as_ref()
+            .map(PrecompiledCache::dir)
+    }
+
     /// Fetches, verifies, compiles (or loads from the cache) and checks a
     /// provider. Does not put it in service.
     pub async fn load(&self, spec: ProviderSpec) -> Result<LoadedProvider, Error> {

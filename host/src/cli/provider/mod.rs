@@ -3,6 +3,7 @@
 mod fixture;
 mod inspect;
 mod json;
+mod push;
 mod test;
 
 use std::path::Path;
@@ -30,12 +31,16 @@ enum Command {
     /// Make one call into a component from a request fixture, and print its
     /// result or its error.
     Test(test::Args),
+    /// Check a component as the operator would load it and push it to an
+    /// OCI registry in the Wasm artifact layout; prints the digest to pin.
+    Push(push::Args),
 }
 
 pub fn run(args: &Args) -> anyhow::Result<Exit> {
     match &args.command {
         Command::Inspect(args) => inspect::run(args).map(|()| Exit::Success),
         Command::Test(args) => test::run(args),
+        Command::Push(args) => push::run(args).map(|()| Exit::Success),
     }
 }
 
@@ -140,6 +145,15 @@ struct LimitArgs {
 }
 
 impl LimitArgs {
+    /// The operator's defaults.
+    fn defaults() -> Self {
+        Self {
+            memory_mib: 64,
+            timeout_ms: 10_000,
+            max_output_kib: 1024,
+        }
+    }
+
     fn limits(&self) -> Limits {
         Limits {
             memory_bytes: (self.memory_mib as usize) << 20,

@@ -3,10 +3,12 @@
 //! cache, checked) and swaps it into service; a module that fails any step
 //! never replaces the working version, and its status says why.
 
+mod oci;
 mod reconcile;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::runtime::Controller;
@@ -17,6 +19,11 @@ use super::reconciler::{error_policy, reconcile};
 use crate::api::ProviderModule;
 
 pub use reconcile::{DEFAULT_CONFIG_MAP_KEY, FINALIZER};
+
+/// How soon to look again for a component that could not be fetched (a
+/// file may appear as a volume is mounted, a registry come back;
+/// ConfigMaps are watched).
+const FETCH_RETRY: Duration = Duration::from_secs(30);
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "providermodule";

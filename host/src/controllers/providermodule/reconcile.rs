@@ -9,14 +9,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Resource as _, ResourceExt as _};
 
-use super::CONTROLLER;
+use super::oci::{self, Fetched, Origin};
+use super::{CONTROLLER, FETCH_RETRY};
 use crate::api::conditions::Desired;
 use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec};
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::credentials::{self, CREDENTIALS_POLL, capabilities};
 use crate::controllers::error::Error;
-use crate::controllers::outcome::Outcome;
+use crate::controllers::error::Retry;
+use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::phases;
 use crate::wasm::{self, HttpLimits, Limits, LoadedProvider, ProviderSource, ProviderSpec};
@@ -26,10 +28,6 @@ pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
 
 /// The `binaryData` key read when a ConfigMap source names none.
 pub const DEFAULT_CONFIG_MAP_KEY: &str = "component.wasm";
-
-/// How soon to look again for a component that could not be fetched (a
-/// file may appear as a volume is mounted; ConfigMaps are watched).
-const FETCH_RETRY: Duration = Duration::from_secs(30);
 
 impl Reconciler for ProviderModule {
     type Found = ();
@@ -98,15 +96,38 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
     let capabilities = capabilities(spec);
     let in_service = ctx.runtime.registry().get(&name);
 
-    let bytes = match fetch(ctx, &spec.source).await {
-        Ok(bytes) => bytes,
-        Err(message) => {
-            failed(scope, in_service.as_deref(), Reason::FetchFailed, message);
-            return Ok(Outcome::RequeueAfter(FETCH_RETRY));
+    let fetched = match &spec.source.oci {
+        Some(source) => oci::fetch(scope, ctx, source).await?,
+        None => fetch(ctx, &spec.source)
+            .await
+            .map(|bytes| Fetched {
+                digest: wasm::digest_of(&bytes),
+                source: ProviderSource::Bytes(bytes),
+                origin: None,
+            })
+            .map_err(|message| Wait::after(Reason::FetchFailed, message, FETCH_RETRY)),
+    };
+    let fetched = match fetched {
+        Ok(fetched) => fetched,
+        Err(wait) => {
+            failed(scope, in_service.as_deref(), wait.reason, wait.message);
+            return Ok(match wait.retry {
+                Retry::After(after) => Outcome::RequeueAfter(after),
+                Retry::OnChange | Retry::Backoff => Outcome::Continue,
+            });
         }
     };
+    let Fetched {
+        source,
+        digest,
+        origin,
+    } = fetched;
+    let next = origin
+        .as_ref()
+        .and_then(|o| o.refresh)
+        .map_or(Outcome::Continue, Outcome::RequeueAfter);
     if let Some(current) = &in_service
-        && current.digest == wasm::digest_of(&bytes)
+        && current.digest == digest
         && current.limits == limits
         && *current.capabilities() == capabilities
         && spec.world == current.world
@@ -119,21 +140,24 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
             .status
             .as_ref()
             .and_then(|s| s.previous_digest.clone());
-        ready(scope, current, previous);
-        return Ok(Outcome::Continue);
+        ready(scope, current, previous, origin.as_ref());
+        if let Some(origin) = &origin {
+            oci::remember(ctx, origin);
+        }
+        return Ok(next);
     }
     let loaded = ctx
         .runtime
         .load(ProviderSpec {
             name: String::from(&name),
-            source: ProviderSource::Bytes(bytes),
+            source,
             sha256: spec.sha256.clone(),
             limits,
             capabilities,
         })
         .await;
-    install(ctx, scope, in_service.as_deref(), loaded).await;
-    Ok(Outcome::Continue)
+    install(ctx, scope, in_service.as_deref(), loaded, origin.as_ref()).await;
+    Ok(next)
 }
 
 /// Puts a loaded provider in service if it implements the module's world,
@@ -143,6 +167,7 @@ async fn install(
     scope: &mut Scope<ProviderModule>,
     in_service: Option<&LoadedProvider>,
     loaded: Result<LoadedProvider, wasm::Error>,
+    origin: Option<&Origin>,
 ) {
     let module = scope.object.clone();
     let name = module.name_any();
@@ -189,14 +214,17 @@ async fn install(
                 )
                 .await;
             }
-            ready(scope, &loaded, previous_digest);
+            ready(scope, &loaded, previous_digest, origin);
+            if let Some(origin) = origin {
+                oci::remember(ctx, origin);
+            }
         }
         Err(error) => {
             let reason = match &error {
                 wasm::Error::DigestMismatch { .. } | wasm::Error::InvalidDigest(_) => {
                     Reason::DigestMismatch
                 }
-                wasm::Error::Read { .. } => Reason::FetchFailed,
+                wasm::Error::Read { .. } | wasm::Error::NotPrecompiled(_) => Reason::FetchFailed,
                 _ => Reason::ModuleInvalid,
             };
             failed(
@@ -295,11 +323,24 @@ fn ready(
     scope: &mut Scope<ProviderModule>,
     loaded: &LoadedProvider,
     previous_digest: Option<String>,
+    origin: Option<&Origin>,
 ) {
-    let message = format!(
+    let mut message = format!(
         "serving {} {} ({})",
         loaded.info.name, loaded.info.version, loaded.digest
     );
+    if let Some(origin) = origin {
+        message.push_str(" from ");
+        message.push_str(&origin.image);
+        if let Some(key) = &origin.signed_by {
+            message.push_str(", signed by ");
+            message.push_str(key);
+        }
+        if let Some(offline) = &origin.offline {
+            message.push_str("; ");
+            message.push_str(offline);
+        }
+    }
     let now = scope.now.clone();
     let status = &mut scope.status;
     // Figures of the load that put this code in service; a reconcile that
@@ -313,6 +354,8 @@ fn ready(
     status.message = Some(message.clone());
     status.active_digest = Some(loaded.digest.clone());
     status.previous_digest = previous_digest;
+    status.image = origin.map(|o| o.image.clone());
+    status.signed_by = origin.and_then(|o| o.signed_by.clone());
     status.provider_name = Some(loaded.info.name.clone());
     status.version = Some(loaded.info.version.clone());
     scope.set(Desired::holds(

@@ -1,0 +1,134 @@
+//! Why an image could not be had, or could not be trusted.
+
+/// Why an image could not be pulled or pushed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The reference does not parse, or names neither a tag nor a digest.
+    #[error("image reference {image:?}: {why}")]
+    Reference {
+        /// The reference as written.
+        image: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Plain HTTP was asked for a registry that is not on this machine.
+    #[error("plain HTTP is allowed only for a loopback registry, not {registry}")]
+    PlainHttpNotLoopback {
+        /// The registry.
+        registry: String,
+    },
+    /// The registry could not be reached or did not answer.
+    #[error("registry {registry} is unreachable")]
+    Unreachable {
+        /// The registry.
+        registry: String,
+        /// The cause.
+        #[source]
+        source: oci_client::errors::OciDistributionError,
+    },
+    /// The registry answered with an error (no such repository or tag, denied, ...).
+    #[error("registry {registry} refused {what}")]
+    Registry {
+        /// The registry.
+        registry: String,
+        /// What was asked for.
+        what: String,
+        /// Its answer.
+        #[source]
+        source: oci_client::errors::OciDistributionError,
+    },
+    /// The manifest is not one image holding one component.
+    #[error("{image}: {why}")]
+    Layout {
+        /// The image by digest.
+        image: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The component is larger than the operator takes.
+    #[error("{image}: the component is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// The image by digest.
+        image: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A local file could not be read (pushing).
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record of verified images could not be written.
+    #[error("cannot write the image record {path}")]
+    Record {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Whether the registry could not be reached at all, as opposed to
+    /// answering no: what was verified before may then serve on.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
+    }
+}
+
+/// Why an image's signatures do not admit it.
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureError {
+    /// A verification key is not a usable public key.
+    #[error("verification key {name}: {why}")]
+    Key {
+        /// Which key.
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The image has no cosign signature.
+    #[error("{image} has no cosign signature")]
+    NotSigned {
+        /// The image by digest.
+        image: String,
+    },
+    /// The image is signed, but by none of the keys.
+    #[error(
+        "{image} is not signed by any of the {keys} verification key(s) ({signatures} signature(s) checked)"
+    )]
+    WrongKey {
+        /// The image by digest.
+        image: String,
+        /// How many keys were tried.
+        keys: usize,
+        /// How many signatures were found.
+        signatures: usize,
+    },
+    /// A valid signature signs another digest than the image's.
+    #[error("{image}: the signature by {key} is for {signed}, not this digest")]
+    DigestMismatch {
+        /// The image by digest.
+        image: String,
+        /// The key whose signature it is.
+        key: String,
+        /// The digest it signs.
+        signed: String,
+    },
+    /// Fetching the signatures failed.
+    #[error("cannot read the signatures of {image}")]
+    Fetch {
+        /// The image by digest.
+        image: String,
+        /// The cause.
+        #[source]
+        source: Box<Error>,
+    },
+}

@@ -1,0 +1,369 @@
+//! Providers from a real OCI registry (`crane registry serve`), signed by
+//! cosign itself, through the operator (`capwasm run`): pulled by tag and
+//! by digest, hot-swapped when the tag moves to a new signed digest,
+//! refused when unsigned, signed by another key or by a signature of
+//! another digest, served on when the registry goes down, and from the
+//! precompiled cache after a restart with the registry down.
+
+use capwasm::api::providermodule::World;
+use capwasm::api::{MachinePool, ProviderModule};
+use capwasm::oci::{Auth, ImageRef, Pushed, push_component};
+use capwasm::testing::guest_path;
+use capwasm::testing::objects::ProviderModuleBuilder;
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use testenv::flows::{Modules, condition, scale, wait_for, wait_for_pool};
+use testenv::install::{Core, Install};
+use testenv::registry::{KeyPair, Registry};
+
+/// Pushes guest `file` to `image` on `registry`.
+async fn push(registry: &Registry, file: &str, image: &str) -> Pushed {
+    let image = ImageRef::parse(image, true).expect("a loopback reference");
+    let bytes = std::fs::read(guest_path(file)).expect("the guest is built (make guests)");
+    let pushed = push_component(&image, &Auth::Anonymous, bytes)
+        .await
+        .expect("pushed");
+    assert!(
+        pushed.image.starts_with(&registry.authority),
+        "{}",
+        pushed.image
+    );
+    pushed
+}
+
+/// Creates sim-infrastructure module `name` from `image`, signed by `key`.
+async fn create_module(install: &Install, name: &str, image: &str, key: &KeyPair) {
+    let module = ProviderModuleBuilder::file(name, World::Infrastructure, "/unused")
+        .oci(image)
+        .verified_by(&[&key.public_pem])
+        .allowed_hosts(&["127.0.0.1"])
+        .build();
+    Api::<ProviderModule>::all(install.client.clone())
+        .create(&PostParams::default(), &module)
+        .await
+        .expect("the module created");
+}
+
+/// Waits until module `name` says `predicate`, showing its status if it never does.
+async fn wait_for_module_status(
+    api: &Api<ProviderModule>,
+    name: &str,
+    what: &str,
+    predicate: impl Fn(&ProviderModule) -> bool,
+) -> ProviderModule {
+    wait_for(api, name, what, |m| m.is_some_and(&predicate))
+        .await
+        .unwrap_or_else(|| panic!("module {name} is gone while waiting until it {what}"))
+}
+
+fn ready(module: &ProviderModule) -> Option<(String, String, String)> {
+    condition(&module.status.as_ref()?.conditions, "Ready")
+}
+
+fn active(module: &ProviderModule) -> Option<&str> {
+    module.status.as_ref()?.active_digest.as_deref()
+}
+
+/// A Cluster and its 2-replica pool whose infrastructure is module `infrastructure`.
+async fn cluster_and_pool(install: &Install, infrastructure: &str) -> Api<MachinePool> {
+    let modules = Modules {
+        bootstrap: install.modules.bootstrap.clone(),
+        infrastructure: infrastructure.to_owned(),
+    };
+    let workload = install.env.workload().expect("a workload server");
+    install
+        .objects
+        .create_cluster(&install.client, workload, &install.ns, "oci", &modules)
+        .await
+        .expect("the Cluster");
+    install
+        .objects
+        .create_pool(&install.client, &install.ns, "oci-pool", "oci", 2, &modules)
+        .await
+        .expect("the pool");
+    let pools: Api<MachinePool> = Api::namespaced(install.client.clone(), &install.ns);
+    wait_for_pool(&pools, "oci-pool", "Running", 2).await;
+    pools
+}
+
+/// Reconciles `name` now (a label change is a watch event).
+async fn touch(api: &Api<ProviderModule>, name: &str, value: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"touched": value}}})),
+    )
+    .await
+    .expect("the module labelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_tag_serves_a_pool_and_moving_it_to_a_new_signed_digest_hot_swaps() {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let key = registry.key_pair("release").expect("a cosign key pair");
+    let install = Install::with_core("oci-swap", Core::Capwasm).await;
+    let tag = registry.image("providers/sim", "stable");
+    let v1 = push(&registry, "sim_infrastructure.wasm", &tag).await;
+    registry.sign(&v1.image, &key).expect("cosign signs v1");
+
+    let name = format!("{}-oci-sim", install.ns);
+    create_module(&install, &name, &tag, &key).await;
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    let module = wait_for_module_status(&modules, &name, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+    let status = module.status.clone().unwrap_or_default();
+    assert_eq!(status.image.as_deref(), Some(v1.image.as_str()));
+    assert_eq!(status.signed_by.as_deref(), Some("publicKeys[0]"));
+    let (_, reason, message) = ready(&module).expect("a Ready condition");
+    assert_eq!(reason, "Loaded", "{message}");
+    assert!(message.contains(&v1.image), "{message}");
+
+    let pools = cluster_and_pool(&install, &name).await;
+
+    // The tag moves to v2, signed: the next resolution swaps it in.
+    let v2 = push(&registry, "sim_infrastructure_v2.wasm", &tag).await;
+    registry.sign(&v2.image, &key).expect("cosign signs v2");
+    let module = wait_for_module_status(&modules, &name, "swapped to v2", |m| {
+        active(m) == Some(v2.component_digest.as_str())
+    })
+    .await;
+    let status = module.status.clone().unwrap_or_default();
+    assert_eq!(
+        status.previous_digest.as_deref(),
+        Some(v1.component_digest.as_str())
+    );
+    assert_eq!(status.image.as_deref(), Some(v2.image.as_str()));
+    scale(&pools, "oci-pool", 3).await.expect("scaled");
+    wait_for_pool(&pools, "oci-pool", "Running", 3).await;
+
+    // No failed load on the way: the module's Events are all Normal.
+    let events: Api<Event> = Api::all(install.client.clone());
+    let warnings: Vec<String> = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("Events")
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| format!("{:?}: {:?}", e.reason, e.message))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_wrongly_signed_and_misattributed_digests_are_refused_and_the_working_version_stays()
+ {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let key = registry.key_pair("release").expect("a cosign key pair");
+    let stranger = registry.key_pair("stranger").expect("another key pair");
+    let install = Install::with_core("oci-refuse", Core::Capwasm).await;
+    let tag = registry.image("providers/sim", "stable");
+    let v1 = push(&registry, "sim_infrastructure.wasm", &tag).await;
+    registry.sign(&v1.image, &key).expect("cosign signs v1");
+    let name = format!("{}-oci-sim", install.ns);
+    create_module(&install, &name, &tag, &key).await;
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    wait_for_module_status(&modules, &name, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+
+    // v2, not signed at all.
+    let v2 = push(&registry, "sim_infrastructure_v2.wasm", &tag).await;
+    let refused = |reason: &'static str| {
+        let v1 = v1.component_digest.clone();
+        move |m: &ProviderModule| {
+            ready(m).is_some_and(|(status, r, _)| status == "False" && r == reason)
+                && active(m) == Some(v1.as_str())
+        }
+    };
+    let module =
+        wait_for_module_status(&modules, &name, "refused v2", refused("SignatureNotFound")).await;
+    let (_, _, message) = ready(&module).unwrap_or_default();
+    assert!(message.contains(&v2.image), "names the image: {message}");
+    assert!(message.contains("stays in service"), "{message}");
+
+    // Signed, but by a key the module does not trust.
+    registry
+        .sign(&v2.image, &stranger)
+        .expect("cosign signs v2 with another key");
+    touch(&modules, &name, "stranger").await;
+    wait_for_module_status(&modules, &name, "refused v2", refused("SignatureUntrusted")).await;
+
+    // A real signature, of v1, put where v2's belongs.
+    let v3 = push(&registry, "hostile_panic.wasm", &tag).await;
+    let signature_of = |pushed: &Pushed| {
+        format!(
+            "{}:{}.sig",
+            pushed.image.split('@').next().unwrap_or_default(),
+            pushed.manifest_digest.replacen(':', "-", 1)
+        )
+    };
+    let v3_signature = signature_of(&v3);
+    let v3_tag = v3_signature.rsplit(':').next().unwrap_or_default();
+    registry
+        .crane(&["tag", &signature_of(&v1), v3_tag])
+        .expect("v1's signature tagged as v3's");
+    touch(&modules, &name, "misattributed").await;
+    let module = wait_for_module_status(
+        &modules,
+        &name,
+        "refused v3",
+        refused("SignatureDigestMismatch"),
+    )
+    .await;
+    let (_, _, message) = ready(&module).unwrap_or_default();
+    assert!(
+        message.contains(&v1.manifest_digest),
+        "names what it signs: {message}"
+    );
+
+    // Nothing of a refused image reached the precompiled cache.
+    let cached: Vec<String> = std::fs::read_dir(&install.operator.cache_dir)
+        .expect("the cache directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for refused in [&v2, &v3] {
+        let hex = refused.component_digest.trim_start_matches("sha256:");
+        assert!(!cached.iter().any(|f| f.starts_with(hex)), "{cached:?}");
+    }
+    assert!(
+        cached
+            .iter()
+            .any(|f| f.starts_with(v1.component_digest.trim_start_matches("sha256:")))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_registry_down_a_pinned_digest_serves_on_and_after_a_restart_from_the_cache() {
+    let mut registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let key = registry.key_pair("release").expect("a cosign key pair");
+    let mut install = Install::with_core("oci-down", Core::Capwasm).await;
+    let v1 = push(
+        &registry,
+        "sim_infrastructure.wasm",
+        &registry.image("providers/sim", "v1"),
+    )
+    .await;
+    registry.sign(&v1.image, &key).expect("cosign signs v1");
+    let name = format!("{}-oci-sim", install.ns);
+    create_module(&install, &name, &v1.image, &key).await;
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    wait_for_module_status(&modules, &name, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+    let pools = cluster_and_pool(&install, &name).await;
+
+    registry.stop();
+    touch(&modules, &name, "down").await;
+    let unreachable = |m: &ProviderModule| {
+        m.status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, "SourceAvailable"))
+            .is_some_and(|(status, reason, _)| status == "False" && reason == "RegistryUnreachable")
+    };
+    let module =
+        wait_for_module_status(&modules, &name, "said the registry is down", unreachable).await;
+    let (status, _, message) = ready(&module).unwrap_or_default();
+    assert_eq!(status, "True", "still serving: {message}");
+    assert!(
+        message.contains("serving what was verified before"),
+        "{message}"
+    );
+
+    // A new process, the registry still down: the pinned digest comes
+    // from the record of its verification and the precompiled cache.
+    install.kill_and_restart_operator().await;
+    scale(&pools, "oci-pool", 3).await.expect("scaled");
+    wait_for_pool(&pools, "oci-pool", "Running", 3).await;
+    let module = modules.get(&name).await.expect("the module");
+    let status = module.status.clone().unwrap_or_default();
+    assert_eq!(
+        status.active_digest.as_deref(),
+        Some(v1.component_digest.as_str())
+    );
+    assert_eq!(status.from_cache, Some(true));
+    assert!(unreachable(&module), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_references_and_images_are_conditions_naming_the_cause() {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let install = Install::with_core("oci-bad", Core::Capwasm).await;
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    let not_a_component = {
+        let image =
+            ImageRef::parse(&registry.image("providers/text", "v1"), true).expect("a reference");
+        push_component(&image, &Auth::Anonymous, b"not a component".to_vec())
+            .await
+            .expect("pushed")
+    };
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port")
+        .to_string();
+    let cases = [
+        (
+            "no-tag",
+            format!("{}/providers/sim", registry.authority),
+            "ImageInvalid",
+            "neither a tag nor a digest",
+        ),
+        (
+            "unknown-registry",
+            format!("{closed}/providers/sim:v1"),
+            "RegistryUnreachable",
+            "is unreachable",
+        ),
+        (
+            "missing-tag",
+            registry.image("providers/sim", "absent"),
+            "FetchFailed",
+            "refused",
+        ),
+        (
+            "not-a-component",
+            not_a_component.image.clone(),
+            "ModuleInvalid",
+            "not a WebAssembly component",
+        ),
+    ];
+    for (suffix, image, _, _) in &cases {
+        let module = ProviderModuleBuilder::file(
+            &format!("{}-{suffix}", install.ns),
+            World::Infrastructure,
+            "/unused",
+        )
+        .oci(image)
+        .build();
+        modules
+            .create(&PostParams::default(), &module)
+            .await
+            .expect("the module created");
+    }
+    for (suffix, _, reason, words) in cases {
+        let name = format!("{}-{suffix}", install.ns);
+        let module = wait_for_module_status(&modules, &name, reason, |m| {
+            ready(m).is_some_and(|(status, r, _)| status == "False" && r == reason)
+        })
+        .await;
+        let (_, _, message) = ready(&module).unwrap_or_default();
+        assert!(message.contains(words), "{suffix}: {message}");
+        assert_eq!(active(&module), None, "{suffix}");
+    }
+}

@@ -1,0 +1,160 @@
+//! A real OCI registry (go-containerregistry's `crane registry serve`, built
+//! from its Go module by `tests/registry/build.sh`) on a loopback port, and
+//! cosign (built by `tests/cosign/build.sh`) to sign what is pushed to it:
+//! the signatures the operator checks are cosign's own.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::binaries::build_script;
+use crate::ports::free_port;
+use crate::probe;
+use crate::process::Process;
+use crate::{Error, Result};
+
+/// How long the registry gets to answer.
+const READY: Duration = Duration::from_secs(30);
+/// The password of every test key (cosign asks for one).
+const KEY_PASSWORD: &str = "capwasm-test";
+
+/// A running registry, holding what is pushed in memory; stopped when
+/// dropped (or by [`Registry::stop`]).
+pub struct Registry {
+    process: Process,
+    dir: TempDir,
+    crane: PathBuf,
+    cosign: PathBuf,
+    /// `127.0.0.1:<port>`.
+    pub authority: String,
+}
+
+/// A cosign key pair made by `cosign generate-key-pair`.
+pub struct KeyPair {
+    /// The encrypted private key file.
+    pub private: PathBuf,
+    /// The public key, PEM.
+    pub public_pem: String,
+}
+
+impl Registry {
+    /// Builds crane and cosign the first time, and serves a registry.
+    pub async fn start() -> Result<Self> {
+        let crane = build_script("registry/build.sh")?.join("crane");
+        let cosign = build_script("cosign/build.sh")?.join("cosign");
+        let dir = crate::rundir::create(&crate::rundir::default_root())?;
+        let authority = format!("127.0.0.1:{}", free_port()?);
+        let process = Self::serve(&crane, &authority, dir.path())?;
+        let mut registry = Self {
+            process,
+            dir,
+            crane,
+            cosign,
+            authority,
+        };
+        registry.wait_ready().await?;
+        Ok(registry)
+    }
+
+    fn serve(crane: &Path, authority: &str, dir: &Path) -> Result<Process> {
+        let args = ["registry", "serve", "--address", authority].map(str::to_owned);
+        Process::spawn_exiting_with_stdin("registry", crane, &args, &[], dir.join("registry.log"))
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let started = Instant::now();
+        while !matches!(probe::get(&self.authority, "/v2/").await, Some((200, _))) {
+            if let Some(status) = self.process.exited() {
+                return Err(self.process.not_ready(format!("exited: {status}")));
+            }
+            if started.elapsed() > READY {
+                return Err(self
+                    .process
+                    .not_ready(format!("no answer within {READY:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the registry: its port then refuses connections, and what it
+    /// held is gone.
+    pub fn stop(&mut self) {
+        self.process.stop();
+    }
+
+    /// `127.0.0.1:<port>/<repository>:<tag>`.
+    pub fn image(&self, repository: &str, tag: &str) -> String {
+        format!("{}/{repository}:{tag}", self.authority)
+    }
+
+    /// Makes a cosign key pair named `name`.
+    pub fn key_pair(&self, name: &str) -> Result<KeyPair> {
+        let dir = self.dir.path().join(format!("key-{name}"));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::Binaries(format!("{e}")))?;
+        self.run(&self.cosign, &["generate-key-pair"], Some(&dir))?;
+        let public_pem = std::fs::read_to_string(dir.join("cosign.pub"))
+            .map_err(|e| Error::Binaries(format!("cosign.pub: {e}")))?;
+        Ok(KeyPair {
+            private: dir.join("cosign.key"),
+            public_pem,
+        })
+    }
+
+    /// Signs `image` (by digest) with `key`, as cosign does offline: the
+    /// signature stored in the registry beside the image, no transparency log.
+    pub fn sign(&self, image: &str, key: &KeyPair) -> Result<()> {
+        let key = key.private.display().to_string();
+        self.run(
+            &self.cosign,
+            &[
+                "sign",
+                "--key",
+                &key,
+                "--tlog-upload=false",
+                "--allow-http-registry",
+                "--allow-insecure-registry",
+                "--yes",
+                image,
+            ],
+            None,
+        )
+        .map(|_| ())
+    }
+
+    /// `crane` with `args`, against this registry over plain HTTP; what it printed.
+    pub fn crane(&self, args: &[&str]) -> Result<String> {
+        let mut all = args.to_vec();
+        all.push("--insecure");
+        self.run(&self.crane, &all, None)
+    }
+
+    fn run(&self, binary: &Path, args: &[&str], dir: Option<&Path>) -> Result<String> {
+        let mut command = Command::new(binary);
+        command
+            .args(args)
+            .env("COSIGN_PASSWORD", KEY_PASSWORD)
+            .env("HOME", self.dir.path())
+            .stdin(std::process::Stdio::null());
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let output = command.output().map_err(|source| Error::Spawn {
+            name: "registry tool",
+            binary: binary.to_owned(),
+            source,
+        })?;
+        if !output.status.success() {
+            return Err(Error::Binaries(format!(
+                "{} {} failed ({}): {}",
+                binary.display(),
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+}
