@@ -5,7 +5,7 @@
 //! another digest, served on when the registry goes down, and from the
 //! precompiled cache after a restart with the registry down.
 
-use capwasm::api::providermodule::World;
+use capwasm::api::providermodule::{SecretReference, World};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::oci::{Auth, ImageRef, Pushed, push_component};
 use capwasm::testing::guest_path;
@@ -298,6 +298,35 @@ async fn with_the_registry_down_a_pinned_digest_serves_on_and_after_a_restart_fr
     assert!(unreachable(&module), "{status:?}");
 }
 
+/// Images crane pushes (file-system layers): one of two layers, one of one.
+fn file_system_images(registry: &Registry) -> (String, String) {
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut tars = Vec::new();
+    for layer in ["one", "two"] {
+        std::fs::write(dir.path().join(layer), layer).expect("a file");
+        let tar = dir.path().join(format!("{layer}.tar"));
+        let made = std::process::Command::new("tar")
+            .arg("-cf")
+            .arg(&tar)
+            .arg("-C")
+            .arg(dir.path())
+            .arg(layer)
+            .status()
+            .expect("tar runs");
+        assert!(made.success());
+        tars.push(tar.display().to_string());
+    }
+    let two_layers = registry.image("providers/two", "v1");
+    registry
+        .crane(&["append", "-f", &tars[0], "-f", &tars[1], "-t", &two_layers])
+        .expect("a two-layer image");
+    let archive = registry.image("providers/archive", "v1");
+    registry
+        .crane(&["append", "-f", &tars[0], "-t", &archive])
+        .expect("a one-layer file-system image");
+    (two_layers, archive)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_references_and_images_are_conditions_naming_the_cause() {
     let registry = Registry::start()
@@ -317,7 +346,20 @@ async fn bad_references_and_images_are_conditions_naming_the_cause() {
         .and_then(|l| l.local_addr())
         .expect("a port")
         .to_string();
+    let (two_layers, archive) = file_system_images(&registry);
     let cases = [
+        (
+            "two-layers",
+            two_layers,
+            "ImageInvalid",
+            "has 2 layers; a provider image has exactly one",
+        ),
+        (
+            "archive",
+            archive,
+            "ImageInvalid",
+            "is a file-system archive",
+        ),
         (
             "no-tag",
             format!("{}/providers/sim", registry.authority),
@@ -337,6 +379,12 @@ async fn bad_references_and_images_are_conditions_naming_the_cause() {
             "refused",
         ),
         (
+            "forbidden-pull-secret",
+            registry.image("providers/sim", "v1"),
+            "CredentialsNotAllowed",
+            "credentials are read only from namespace",
+        ),
+        (
             "not-a-component",
             not_a_component.image.clone(),
             "ModuleInvalid",
@@ -344,13 +392,21 @@ async fn bad_references_and_images_are_conditions_naming_the_cause() {
         ),
     ];
     for (suffix, image, _, _) in &cases {
-        let module = ProviderModuleBuilder::file(
+        let mut module = ProviderModuleBuilder::file(
             &format!("{}-{suffix}", install.ns),
             World::Infrastructure,
             "/unused",
         )
         .oci(image)
         .build();
+        if *suffix == "forbidden-pull-secret"
+            && let Some(oci) = module.spec.source.oci.as_mut()
+        {
+            oci.pull_secret = Some(SecretReference {
+                namespace: "default".into(),
+                name: "registry".into(),
+            });
+        }
         modules
             .create(&PostParams::default(), &module)
             .await
@@ -366,4 +422,72 @@ async fn bad_references_and_images_are_conditions_naming_the_cause() {
         assert!(message.contains(words), "{suffix}: {message}");
         assert_eq!(active(&module), None, "{suffix}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authors_push_and_inspect_from_the_command_line() {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let image = registry.image("providers/sim", "cli");
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(testenv::operator::binary())
+            .args(args)
+            .output()
+            .expect("capwasm runs");
+        assert!(
+            output.status.success(),
+            "capwasm {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let guest = guest_path("sim_infrastructure.wasm").display().to_string();
+    let pushed = run(&["provider", "push", &guest, &image, "--plain-http"]);
+    let line = |key: &str| {
+        pushed
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map_or_else(|| panic!("no {key} in {pushed}"), str::trim)
+            .to_owned()
+    };
+    let (pinned, component) = (line("image:"), line("component:"));
+    assert!(pinned.starts_with(&format!("{}/providers/sim@sha256:", registry.authority)));
+    // The pinned reference and the tag describe the same component.
+    for reference in [&pinned, &image] {
+        let described: serde_json::Value = serde_json::from_str(&run(&[
+            "provider",
+            "inspect",
+            reference,
+            "--plain-http",
+            "--output",
+            "json",
+        ]))
+        .expect("JSON");
+        assert_eq!(described["digest"], component.as_str(), "{reference}");
+        assert_eq!(described["file"], pinned.as_str(), "{reference}");
+        assert_eq!(described["name"], "sim-infrastructure");
+    }
+    // A file that is not a provider never reaches the registry.
+    let output = std::process::Command::new(testenv::operator::binary())
+        .args([
+            "provider",
+            "push",
+            "/etc/hostname",
+            &registry.image("providers/junk", "v1"),
+            "--plain-http",
+        ])
+        .output()
+        .expect("capwasm runs");
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not a WebAssembly component"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        registry
+            .crane(&["digest", &registry.image("providers/junk", "v1")])
+            .is_err()
+    );
 }

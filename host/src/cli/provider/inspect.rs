@@ -6,15 +6,22 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{Loaded, load};
+use super::{Loaded, executor, load, load_bytes};
+use crate::oci::{Auth, ImageRef, Puller};
+use crate::report::error_chain;
 use crate::wasm::{Capabilities, Limits, LoadedProvider};
 
 /// Flags of `capwasm provider inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The component (`.wasm`).
-    #[arg(value_name = "FILE")]
+    /// The component: a `.wasm` file, or an OCI image
+    /// (`REGISTRY/REPOSITORY:TAG` or `@sha256:DIGEST`) pulled as the
+    /// operator pulls it.
+    #[arg(value_name = "FILE|IMAGE")]
     file: PathBuf,
+    /// Speak plain HTTP to the image's registry (a loopback registry only).
+    #[arg(long)]
+    plain_http: bool,
     /// `text` for people, `json` for scripts.
     #[arg(long, short, value_enum, default_value_t = Output::Text)]
     output: Output,
@@ -24,6 +31,20 @@ pub struct Args {
 enum Output {
     Text,
     Json,
+}
+
+/// The image `args` names, if it names no file that exists.
+fn image(args: &Args) -> anyhow::Result<Option<ImageRef>> {
+    let written = args.file.to_string_lossy();
+    if args.file.exists()
+        || !written.contains('/')
+        || !(written.contains(':') || written.contains('@'))
+    {
+        return Ok(None);
+    }
+    ImageRef::parse(&written, args.plain_http)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{} is no file, nor an image: {}", written, error_chain(&e)))
 }
 
 /// What is printed, in both forms.
@@ -47,9 +68,35 @@ struct Description<'a> {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     // Loading makes the same check calls under the operator's default limits.
-    let Loaded { provider, size, .. } =
-        load(&args.file, Limits::default(), Capabilities::default())?;
-    let description = describe(&args.file, &provider, size);
+    let (Loaded { provider, size, .. }, shown) = match image(args)? {
+        None => (
+            load(&args.file, Limits::default(), Capabilities::default())?,
+            args.file.display().to_string(),
+        ),
+        Some(image) => {
+            let executor = executor()?;
+            let puller = Puller::default();
+            let artifact = executor
+                .block_on(async {
+                    let digest = puller.digest(&image, &Auth::Anonymous).await?;
+                    let resolved = puller.resolve(&image, &Auth::Anonymous, &digest).await?;
+                    puller.pull(&image, &Auth::Anonymous, resolved).await
+                })
+                .map_err(|e| anyhow::anyhow!("cannot pull {image}: {}", error_chain(&e)))?;
+            let shown = image.by_digest(&artifact.resolved.manifest_digest);
+            let name = image.repository();
+            let name = name.rsplit('/').next().unwrap_or("provider");
+            let loaded = load_bytes(
+                executor,
+                (name, &shown),
+                artifact.bytes,
+                Limits::default(),
+                Capabilities::default(),
+            )?;
+            (loaded, shown)
+        }
+    };
+    let description = describe(&shown, &provider, size);
     let mut out = std::io::stdout().lock();
     match args.output {
         Output::Json => {
@@ -61,14 +108,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     out.flush().context("cannot write to stdout")
 }
 
-fn describe<'a>(
-    file: &std::path::Path,
-    provider: &'a LoadedProvider,
-    size: usize,
-) -> Description<'a> {
+fn describe<'a>(file: &str, provider: &'a LoadedProvider, size: usize) -> Description<'a> {
     let exports = provider.exports();
     Description {
-        file: file.display().to_string(),
+        file: file.to_owned(),
         size,
         digest: &provider.digest,
         world: provider.world.as_str(),

@@ -58,10 +58,46 @@ struct Loaded {
 /// Loads `path` the way a ProviderModule's component is loaded, so that it
 /// fails for the same reasons, each said with what to do about it.
 fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Result<Loaded> {
-    let executor = tokio::runtime::Builder::new_current_thread()
+    let executor = executor()?;
+    // Read here rather than by the runtime, so that size and digest describe the same bytes.
+    let bytes = std::fs::read(path).map_err(|source| {
+        refused(
+            &path.display().to_string(),
+            &wasm::Error::Read {
+                path: path.to_owned(),
+                source,
+            },
+        )
+    })?;
+    let name = path.file_stem().map_or_else(
+        || "provider".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    load_bytes(
+        executor,
+        (&name, &path.display().to_string()),
+        bytes,
+        limits,
+        capabilities,
+    )
+}
+
+/// A runtime for the command's calls: one short-lived call at a time.
+fn executor() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}
+
+/// Loads `bytes`, served as `name` and called `shown` in messages.
+fn load_bytes(
+    executor: tokio::runtime::Runtime,
+    (name, shown): (&str, &str),
+    bytes: Vec<u8>,
+    limits: Limits,
+    capabilities: Capabilities,
+) -> anyhow::Result<Loaded> {
     let runtime = Runtime::new(
         wasm::RuntimeSettings {
             max_memory_bytes: limits.memory_bytes,
@@ -73,30 +109,16 @@ fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Resu
         None,
     )
     .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {}", error_chain(&e)))?;
-    // Read here rather than by the runtime, so that size and digest describe the same bytes.
-    let bytes = std::fs::read(path).map_err(|source| {
-        refused(
-            path,
-            &wasm::Error::Read {
-                path: path.to_owned(),
-                source,
-            },
-        )
-    })?;
     let size = bytes.len();
-    let name = path.file_stem().map_or_else(
-        || "provider".to_owned(),
-        |s| s.to_string_lossy().into_owned(),
-    );
     let provider = executor
         .block_on(runtime.load(ProviderSpec {
-            name: String::from(&name),
+            name: name.to_owned(),
             source: ProviderSource::Bytes(bytes),
             sha256: None,
             limits,
             capabilities,
         }))
-        .map_err(|e| refused(path, &e))?;
+        .map_err(|e| refused(shown, &e))?;
     let provider = Arc::new(provider);
     runtime.registry().install(provider.clone());
     Ok(Loaded {
@@ -109,7 +131,7 @@ fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Resu
 
 /// One line: what is wrong with the component and, where there is
 /// something to do about it, what.
-fn refused(path: &Path, error: &wasm::Error) -> anyhow::Error {
+fn refused(shown: &str, error: &wasm::Error) -> anyhow::Error {
     let what = match error {
         wasm::Error::Read { .. } => return anyhow::anyhow!("{}", error_chain(error)),
         other => error_chain(other),
@@ -127,7 +149,7 @@ fn refused(path: &Path, error: &wasm::Error) -> anyhow::Error {
         }
         _ => "",
     };
-    anyhow::anyhow!("cannot load {}: {what}{hint}", path.display())
+    anyhow::anyhow!("cannot load {shown}: {what}{hint}")
 }
 
 /// `--memory-mib` and friends, as the operator's per-ProviderModule limits.
