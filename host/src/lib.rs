@@ -8,6 +8,7 @@
 pub mod api;
 pub mod cli;
 pub mod controllers;
+mod files;
 pub mod leader;
 pub mod oci;
 pub mod operator;

@@ -2,11 +2,12 @@
 //!
 //! Starts a management and a workload control plane (real kube-apiserver
 //! and etcd), the simulated cloud (its instances register as Nodes in the
-//! workload cluster, as kubelets would) and the operator; then creates a
-//! Cluster and a 3-replica MachinePool served by the kubeadm-bootstrap and
-//! sim-infrastructure providers, scales it, hot-swaps the infrastructure
-//! provider to version 0.2.0 (which labels the Nodes it makes) and scales
-//! again, and deletes everything. With `--ec2` (`make demo EC2=1`) it then
+//! workload cluster, as kubelets would), a local OCI registry and the
+//! operator; pushes the kubeadm-bootstrap and sim-infrastructure providers
+//! to the registry and signs them with cosign; then creates a Cluster and a
+//! 3-replica MachinePool they serve, scales it, hot-swaps the
+//! infrastructure provider to version 0.2.0 (which labels the Nodes it
+//! makes) by moving its signed tag, scales again, and deletes everything. With `--ec2` (`make demo EC2=1`) it then
 //! does the same on Amazon EC2's API as moto emulates it: the aws-ec2
 //! provider, holding no key (the operator signs its requests), makes the
 //! Cluster's network and a 3-replica pool's instances, and the Cluster's
@@ -21,6 +22,7 @@ use anyhow::{Context as _, bail};
 use capwasm::api::providermodule::World;
 use capwasm::api::{Cluster, MachinePool, ProviderModule};
 use capwasm::controllers::{Controllers, Settings};
+use capwasm::oci::{Auth, ImageRef, push_component};
 use capwasm::operator::{Config, Operator};
 use capwasm::simcloud::{self, SimCloud};
 use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
@@ -30,6 +32,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use testenv::ec2::Ec2;
+use testenv::registry::{KeyPair, Registry};
 use testenv::{CREDENTIALS_NAMESPACE, TestEnv};
 
 const NAMESPACE: &str = "demo";
@@ -112,10 +115,22 @@ async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
     let operator = tokio::spawn(operator.run(std::future::pending()));
     println!("  operator running (all controllers); simulated cloud at {endpoint}");
 
+    let (registry, key) = steps
+        .run(
+            "start a local OCI registry; make a cosign key pair",
+            async {
+                let registry = Registry::start().await.context(
+                    "cannot start the registry (tests/registry/build.sh, tests/cosign/build.sh)",
+                )?;
+                let key = registry.key_pair("demo")?;
+                anyhow::Ok((registry, key))
+            },
+        )
+        .await?;
     steps
         .run(
-            "load the kubeadm-bootstrap and sim-infrastructure providers",
-            async { create_modules(&client).await },
+            "push, sign and load kubeadm-bootstrap and sim-infrastructure",
+            async { create_modules(&client, &registry, &key).await },
         )
         .await?;
     steps
@@ -133,9 +148,10 @@ async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
         .run("scale to 5: Running with 5 Nodes", scale(&client, 5))
         .await?;
     steps
-        .run("hot-swap sim-infrastructure to 0.2.0 (no restart)", async {
-            swap(&client).await
-        })
+        .run(
+            "sim's signed tag moved to 0.2.0: hot-swapped (no restart)",
+            async { swap(&client, &registry, &key).await },
+        )
         .await?;
     steps
         .run(
@@ -263,25 +279,40 @@ impl Steps {
     }
 }
 
-async fn create_modules(client: &Client) -> anyhow::Result<()> {
+async fn create_modules(client: &Client, registry: &Registry, key: &KeyPair) -> anyhow::Result<()> {
     let modules: Api<ProviderModule> = Api::all(client.clone());
-    let path = |file: &str| guest_path(file).to_string_lossy().into_owned();
-    let bootstrap =
-        ProviderModuleBuilder::file("kubeadm", World::Bootstrap, &path("kubeadm_bootstrap.wasm"))
-            .build();
-    let infrastructure = ProviderModuleBuilder::file(
-        "sim",
-        World::Infrastructure,
-        &path("sim_infrastructure.wasm"),
-    )
-    .allowed_hosts(&["127.0.0.1"])
-    .build();
-    for module in [bootstrap, infrastructure] {
-        modules.create(&PostParams::default(), &module).await?;
+    let mut made = Vec::new();
+    for (name, world, file) in [
+        ("kubeadm", World::Bootstrap, "kubeadm_bootstrap.wasm"),
+        ("sim", World::Infrastructure, "sim_infrastructure.wasm"),
+    ] {
+        let tag = registry.image(&format!("providers/{name}"), "stable");
+        publish(registry, key, file, &tag).await?;
+        let module = ProviderModuleBuilder::file(name, world, "/unused")
+            .oci(&tag)
+            .verified_by(&[&key.public_pem]);
+        made.push(match world {
+            World::Infrastructure => module.allowed_hosts(&["127.0.0.1"]),
+            World::Bootstrap => module,
+        });
+    }
+    for module in made {
+        modules
+            .create(&PostParams::default(), &module.build())
+            .await?;
     }
     for name in ["kubeadm", "sim"] {
         print_module(client, name).await?;
     }
+    Ok(())
+}
+
+/// Pushes guest `file` to `tag` and signs the digest with cosign.
+async fn publish(registry: &Registry, key: &KeyPair, file: &str, tag: &str) -> anyhow::Result<()> {
+    let image = ImageRef::parse(tag, true)?;
+    let pushed = push_component(&image, &Auth::Anonymous, std::fs::read(guest_path(file))?).await?;
+    registry.sign(&pushed.image, key)?;
+    println!("    {tag} -> {} (signed)", pushed.manifest_digest);
     Ok(())
 }
 
@@ -409,11 +440,8 @@ async fn scale(client: &Client, replicas: i32) -> anyhow::Result<()> {
     watch_pool(client, (NAMESPACE, "workers"), replicas).await
 }
 
-async fn swap(client: &Client) -> anyhow::Result<()> {
+async fn swap(client: &Client, registry: &Registry, key: &KeyPair) -> anyhow::Result<()> {
     let modules: Api<ProviderModule> = Api::all(client.clone());
-    let path = guest_path("sim_infrastructure_v2.wasm")
-        .to_string_lossy()
-        .into_owned();
     let before = modules
         .get("sim")
         .await?
@@ -421,13 +449,8 @@ async fn swap(client: &Client) -> anyhow::Result<()> {
         .unwrap_or_default()
         .active_digest
         .unwrap_or_default();
-    modules
-        .patch(
-            "sim",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "source": { "file": { "path": path } } } })),
-        )
-        .await?;
+    let tag = registry.image("providers/sim", "stable");
+    publish(registry, key, "sim_infrastructure_v2.wasm", &tag).await?;
     let swapped = until(&modules, "sim", |m: &ProviderModule| {
         let status = m.status.clone().unwrap_or_default();
         Ok(status.phase.as_deref() == Some("Ready") && status.version.as_deref() == Some("0.2.0"))

@@ -18,12 +18,11 @@ use std::fmt::Debug;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
 use kube::{Resource, ResourceExt as _};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::context::Context;
 use super::error::Error;
-use super::write::Scoped;
+use super::write::Writable;
 
 /// Metadata an object must carry before anything is done for it, besides
 /// the controller's finalizer.
@@ -47,14 +46,7 @@ pub async fn ensure<K>(
     required: &Required,
 ) -> Result<bool, Error>
 where
-    K: Resource<DynamicType = ()>
-        + Scoped
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Writable,
 {
     let ops = ensure_ops(object, finalizer, required);
     if ops.is_empty() {
@@ -71,14 +63,7 @@ pub async fn remove<K>(
     finalizer: &str,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()>
-        + Scoped
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Writable,
 {
     let Some(ops) = remove_ops(object, finalizer) else {
         return Ok(());
@@ -96,14 +81,7 @@ async fn patch<K>(
     ops: Vec<Value>,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()>
-        + Scoped
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Writable,
 {
     let name = object.name_any();
     let failed = |source| Error::Write {

@@ -19,7 +19,6 @@
 //! A kind is its phase lists, its [`Scope::found`] and a summary: see
 //! [`Reconciler`].
 
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -28,16 +27,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt as _};
+use kube::ResourceExt as _;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tracing::instrument;
 
 use super::context::Context;
 use super::error::Error;
 use super::finalizer::{self, Required};
 use super::outcome::{self, Outcome, Wait};
-use super::write::{self, Scoped};
+use super::write::{self, Writable};
 use crate::api::conditions::{self, Desired};
 use crate::api::{Cluster, ConditionType, HasStatus, ObjectStatus, Reason};
 
@@ -66,18 +64,7 @@ macro_rules! phases {
 }
 
 /// A kind the frame reconciles.
-pub trait Reconciler:
-    HasStatus
-    + Resource<DynamicType = ()>
-    + Scoped
-    + Clone
-    + Serialize
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
+pub trait Reconciler: HasStatus + Writable + Serialize {
     /// What the phases find, for the phases after them and the summary.
     type Found: Default + Send + Sync;
     /// The controller's name in metrics and logs.

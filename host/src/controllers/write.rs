@@ -36,14 +36,7 @@ pub async fn status<K, S>(
     status: &S,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()>
-        + Scoped
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Writable,
     S: Serialize,
 {
     let patch = json!({
@@ -80,14 +73,7 @@ pub async fn fields<K>(
     mut fields: serde_json::Value,
 ) -> Result<Option<i64>, Error>
 where
-    K: Resource<DynamicType = ()>
-        + Scoped
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Writable,
 {
     let name = object.name_any();
     if let Some(map) = fields.as_object_mut() {
@@ -111,6 +97,25 @@ where
     let generation = written.meta().generation;
     ctx.own_writes.wrote(object, written);
     Ok(generation)
+}
+
+/// A kind the operator writes: reached through its [`Scoped`] `Api`, its
+/// answers read back typed.
+pub trait Writable:
+    Resource<DynamicType = ()> + Scoped + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Writable for K where
+    K: Resource<DynamicType = ()>
+        + Scoped
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// How to reach an object of a kind: in its namespace, or cluster-wide.

@@ -3,7 +3,6 @@
 //! restart can serve a pinned image with its registry down, and can skip
 //! the pull when the component is compiled already.
 
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -57,22 +56,8 @@ impl Records {
             path: path.clone(),
             source,
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(io)?;
-        let partial = path.with_extension(format!("partial-{}", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)
-            .map_err(io)?;
         let bytes = serde_json::to_vec(record).map_err(|e| io(std::io::Error::other(e)))?;
-        std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
-        std::fs::rename(&partial, &path).map_err(io)
+        crate::files::write_private(&self.dir, &path, &bytes).map_err(io)
     }
 }
 

@@ -2,7 +2,6 @@
 //! engine's compatibility fingerprint, so a restart does not recompile.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 use wasmtime::Engine;
@@ -74,23 +73,9 @@ impl PrecompiledCache {
             path: path.clone(),
             source,
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(io)?;
         let bytes = component
             .serialize()
             .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-        let partial = path.with_extension(format!("partial-{}", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)
-            .map_err(io)?;
-        std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
-        std::fs::rename(&partial, &path).map_err(io)
+        crate::files::write_private(&self.dir, &path, &bytes).map_err(io)
     }
 }
