@@ -25,9 +25,9 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt as _;
 use serde::Serialize;
 use tracing::instrument;
 
