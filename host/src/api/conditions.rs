@@ -236,6 +236,12 @@ reasons! {
     SignatureDigestMismatch,
     /// A ProviderModule's verification key is not usable.
     VerificationKeyInvalid,
+    /// A new version serves a share of objects as a canary.
+    CanaryStarted,
+    /// A canary serves every object now.
+    Promoted,
+    /// A canary broke too often and was taken out of service.
+    RolledBack,
     /// Deletion waits for the MachinePools of the Cluster.
     WaitingForWorkersDeletion,
     /// Deletion waits for the bootstrap config and infrastructure objects.
@@ -301,6 +307,7 @@ impl Reason {
                 | Self::SignatureUntrusted
                 | Self::SignatureDigestMismatch
                 | Self::VerificationKeyInvalid
+                | Self::RolledBack
                 | Self::FailedSetNodeRef
                 | Self::ApiError
         )

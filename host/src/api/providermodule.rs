@@ -86,6 +86,46 @@ pub struct ProviderModuleSpec {
     /// Signatures an OCI image must carry before its code is compiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+
+    /// How a new version takes over from the one in service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// How a new version takes over: at once, or as a canary serving a share
+/// of objects first (chosen by a hash of each object's UID), promoted after
+/// enough calls that did not break, rolled back when too many broke.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// `Immediate` (the default) or `Canary`.
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+    /// Share of objects a canary serves, percent. Default 25.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 99))]
+    pub canary_percent: Option<u32>,
+    /// Calls of the canary that did not break (trap, run out of time or
+    /// memory, or return what the contract refuses), after which it serves
+    /// every object. Default 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub promote_after_calls: Option<u32>,
+    /// Share of the canary's calls that may break, percent; past it the
+    /// canary is rolled back. Default 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_failure_percent: Option<u32>,
+}
+
+/// How a new version takes over.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum RolloutStrategy {
+    /// It serves every object at once.
+    #[default]
+    Immediate,
+    /// It serves a share of objects first.
+    Canary,
 }
 
 /// Where a component comes from: exactly one of the fields.
@@ -349,6 +389,23 @@ pub struct SecretReference {
     pub name: String,
 }
 
+/// A canary: its digest, the share of objects it serves, its calls.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    /// Its digest.
+    pub digest: String,
+    /// Share of objects it serves, percent.
+    pub percent: u32,
+    /// Its calls so far.
+    pub calls: u32,
+    /// Of those, the ones that broke.
+    pub failures: u32,
+    /// The ProviderModule generation it ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
 /// ProviderModuleStatus: which code is in service and how the last load went.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -371,6 +428,13 @@ pub struct ProviderModuleStatus {
     /// The verification key whose signature admitted the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_by: Option<String>,
+    /// The new version serving a share of objects, while it is a canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryStatus>,
+    /// The last canary rolled back: it is not tried again until the
+    /// ProviderModule changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<CanaryStatus>,
     /// The name the provider reports of itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_name: Option<String>,

@@ -194,7 +194,9 @@ where
             ),
         ));
     }
-    let Some(provider) = ctx.runtime.registry().get(&name) else {
+    // The version that will serve this object: a canary's share goes to it.
+    let uid = scope.object.meta().uid.clone().unwrap_or_default();
+    let Some((provider, _)) = ctx.runtime.registry().pick(&name, &uid) else {
         let why = module
             .status
             .as_ref()

@@ -78,6 +78,23 @@ where
     .flatten()
 }
 
+/// The ProviderModule of each provider put in service, promoted or rolled
+/// back by the runtime rather than by its own reconcile.
+pub fn modules_installed(
+    installs: broadcast::Receiver<Arc<str>>,
+) -> impl Stream<Item = ObjectRef<crate::api::ProviderModule>> + Send + 'static {
+    futures::stream::unfold(installs, |mut installs| async move {
+        loop {
+            match installs.recv().await {
+                Ok(name) => return Some((ObjectRef::new(&name), installs)),
+                // Each module's next reconcile shows what it missed.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
 fn served_by<K>(store: &Store<K>, module: &str) -> Vec<ObjectRef<K>>
 where
     K: ProviderObject,

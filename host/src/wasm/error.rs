@@ -241,6 +241,21 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// Whether the code broke (trapped, ran out of time or memory, said
+    /// too much, or answered what the contract refuses) rather than
+    /// answered: what a canary is judged by.
+    pub fn broke(&self) -> bool {
+        matches!(
+            self,
+            Self::Trapped { .. }
+                | Self::DeadlineExceeded { .. }
+                | Self::MemoryLimit { .. }
+                | Self::OutputTooLarge { .. }
+                | Self::InvalidResult { .. }
+                | Self::Instantiate { .. }
+        )
+    }
+
     /// The closed set of outcome labels for metrics and spans.
     pub fn outcome(&self) -> &'static str {
         match self {

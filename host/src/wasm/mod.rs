@@ -37,7 +37,7 @@ pub use limits::{Capabilities, HttpLimits, Limits, MemoryBound};
 pub use load::{ProviderSource, ProviderSpec};
 pub use metrics::Metrics;
 pub use provider::LoadedProvider;
-pub use registry::Registry;
+pub use registry::{Canary, CanaryPolicy, Registry, RolledBack};
 pub use runtime::{Runtime, RuntimeSettings};
 pub use world::World;
 

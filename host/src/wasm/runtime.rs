@@ -172,6 +172,27 @@ impl Runtime {
         Ok((loaded, previous))
     }
 
+    /// Runs `call` on the version of `name` that serves the object `uid`
+    /// (a canary's share goes to the canary), and counts a canary's call.
+    async fn serve<T>(
+        &self,
+        name: &str,
+        uid: &str,
+        call: impl AsyncFnOnce(Arc<LoadedProvider>) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let (provider, canary) = self
+            .inner
+            .registry
+            .pick(name, uid)
+            .ok_or_else(|| CallError::NotLoaded(name.to_owned()))?;
+        let result = call(provider).await;
+        if let Some(canary) = canary {
+            let broke = result.as_ref().err().is_some_and(CallError::broke);
+            self.inner.registry.record(&canary, broke);
+        }
+        result
+    }
+
     fn provider(&self, name: &str) -> Result<Arc<LoadedProvider>, CallError> {
         self.inner
             .registry
@@ -197,32 +218,34 @@ impl Runtime {
         provider: &str,
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
-        let provider = self.provider(provider)?;
-        let (request, keys) = withhold(provider.capabilities(), request);
-        let request = &*request;
-        let mut callee = provider.callee();
-        callee.keys = keys;
-        let data = call::run(
-            &self.host(),
-            &callee,
-            "bootstrap.generate",
-            async |store, instance, pre| match &pre.world {
-                WorldExports::Bootstrap(bootstrap) => {
-                    Some(match bootstrap.load(&mut *store, instance) {
-                        Ok(exports) => exports.call_generate(store, request).await,
-                        Err(error) => Err(error),
-                    })
-                }
-                WorldExports::Infrastructure(_) => None,
-            },
-        )
-        .await?;
-        self.checked(
-            &provider,
-            "bootstrap.generate",
-            checks::bootstrap_data(&data),
-        )?;
-        Ok(data)
+        self.serve(provider, &request.config_object.uid, async |provider| {
+            let (request, keys) = withhold(provider.capabilities(), request);
+            let request = &*request;
+            let mut callee = provider.callee();
+            callee.keys = keys;
+            let data = call::run(
+                &self.host(),
+                &callee,
+                "bootstrap.generate",
+                async |store, instance, pre| match &pre.world {
+                    WorldExports::Bootstrap(bootstrap) => {
+                        Some(match bootstrap.load(&mut *store, instance) {
+                            Ok(exports) => exports.call_generate(store, request).await,
+                            Err(error) => Err(error),
+                        })
+                    }
+                    WorldExports::Infrastructure(_) => None,
+                },
+            )
+            .await?;
+            self.checked(
+                &provider,
+                "bootstrap.generate",
+                checks::bootstrap_data(&data),
+            )?;
+            Ok(data)
+        })
+        .await
     }
 
     /// `machine-pools.reconcile` of `provider`: instances within the
@@ -232,25 +255,27 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
-        let provider = self.provider(provider)?;
-        let (request, keys) = withhold(provider.capabilities(), request);
-        let request = &*request;
-        let state = self
-            .infrastructure(
-                &provider,
-                keys,
-                "machine-pools.reconcile",
-                async |store, i, x| {
-                    x.machine_pools
-                        .load(&mut *store, i)?
-                        .call_reconcile(store, request)
-                        .await
-                },
-            )
-            .await?;
-        let rules = checks::pool_state(&state, request.replicas);
-        self.checked(&provider, "machine-pools.reconcile", rules)?;
-        Ok(state)
+        self.serve(provider, &request.pool.uid, async |provider| {
+            let (request, keys) = withhold(provider.capabilities(), request);
+            let request = &*request;
+            let state = self
+                .infrastructure(
+                    &provider,
+                    keys,
+                    "machine-pools.reconcile",
+                    async |store, i, x| {
+                        x.machine_pools
+                            .load(&mut *store, i)?
+                            .call_reconcile(store, request)
+                            .await
+                    },
+                )
+                .await?;
+            let rules = checks::pool_state(&state, request.replicas);
+            self.checked(&provider, "machine-pools.reconcile", rules)?;
+            Ok(state)
+        })
+        .await
     }
 
     /// `machine-pools.delete` of `provider`.
@@ -259,20 +284,22 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::DeleteRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        let provider = self.provider(provider)?;
-        let (request, keys) = withhold(provider.capabilities(), request);
-        let request = &*request;
-        self.infrastructure(
-            &provider,
-            keys,
-            "machine-pools.delete",
-            async |store, i, x| {
-                x.machine_pools
-                    .load(&mut *store, i)?
-                    .call_delete(store, request)
-                    .await
-            },
-        )
+        self.serve(provider, &request.pool.uid, async |provider| {
+            let (request, keys) = withhold(provider.capabilities(), request);
+            let request = &*request;
+            self.infrastructure(
+                &provider,
+                keys,
+                "machine-pools.delete",
+                async |store, i, x| {
+                    x.machine_pools
+                        .load(&mut *store, i)?
+                        .call_delete(store, request)
+                        .await
+                },
+            )
+            .await
+        })
         .await
     }
 
@@ -283,28 +310,30 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
-        let provider = self.provider(provider)?;
-        let (request, keys) = withhold(provider.capabilities(), request);
-        let request = &*request;
-        let state = self
-            .infrastructure(
+        self.serve(provider, &request.cluster_object.uid, async |provider| {
+            let (request, keys) = withhold(provider.capabilities(), request);
+            let request = &*request;
+            let state = self
+                .infrastructure(
+                    &provider,
+                    keys,
+                    "clusters.reconcile",
+                    async |store, i, x| {
+                        x.clusters
+                            .load(&mut *store, i)?
+                            .call_reconcile(store, request)
+                            .await
+                    },
+                )
+                .await?;
+            self.checked(
                 &provider,
-                keys,
                 "clusters.reconcile",
-                async |store, i, x| {
-                    x.clusters
-                        .load(&mut *store, i)?
-                        .call_reconcile(store, request)
-                        .await
-                },
-            )
-            .await?;
-        self.checked(
-            &provider,
-            "clusters.reconcile",
-            checks::cluster_state(&state),
-        )?;
-        Ok(state)
+                checks::cluster_state(&state),
+            )?;
+            Ok(state)
+        })
+        .await
     }
 
     /// `clusters.delete` of `provider`.
@@ -313,14 +342,16 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        let provider = self.provider(provider)?;
-        let (request, keys) = withhold(provider.capabilities(), request);
-        let request = &*request;
-        self.infrastructure(&provider, keys, "clusters.delete", async |store, i, x| {
-            x.clusters
-                .load(&mut *store, i)?
-                .call_delete(store, request)
-                .await
+        self.serve(provider, &request.cluster_object.uid, async |provider| {
+            let (request, keys) = withhold(provider.capabilities(), request);
+            let request = &*request;
+            self.infrastructure(&provider, keys, "clusters.delete", async |store, i, x| {
+                x.clusters
+                    .load(&mut *store, i)?
+                    .call_delete(store, request)
+                    .await
+            })
+            .await
         })
         .await
     }

@@ -5,6 +5,7 @@
 
 mod oci;
 mod reconcile;
+mod rollout;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -55,6 +56,10 @@ pub fn run(
                 .map(|m| ObjectRef::from_obj(&*m))
                 .collect::<Vec<_>>()
         })
+        // A canary promoted or rolled back by the runtime.
+        .reconcile_on(super::watches::modules_installed(
+            ctx.runtime.registry().installs(),
+        ))
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile::<ProviderModule>,

@@ -3,6 +3,7 @@
 //! precompiled cache, checked) and swapped into service; on deletion, taken
 //! out of service before the finalizer goes.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Resource as _, ResourceExt as _};
 
 use super::oci::{self, Fetched, Origin};
+use super::rollout;
 use super::{CONTROLLER, FETCH_RETRY};
 use crate::api::conditions::Desired;
 use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec};
@@ -126,6 +128,18 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
         .as_ref()
         .and_then(|o| o.refresh)
         .map_or(Outcome::Continue, Outcome::RequeueAfter);
+    rollout::settle(scope, ctx, &name);
+    if let Some(why) = rollout::refused(scope, &digest) {
+        failed(scope, in_service.as_deref(), Reason::RolledBack, why);
+        return Ok(next);
+    }
+    if let Some(current) = &in_service
+        && rollout::serving(scope, ctx, &name, &digest)
+    {
+        let previous = scope.status.previous_digest.clone();
+        ready(scope, current, previous, None);
+        return Ok(Outcome::RequeueAfter(rollout::CANARY_REFRESH));
+    }
     if let Some(current) = &in_service
         && current.digest == digest
         && current.limits == limits
@@ -136,10 +150,10 @@ async fn load(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcom
             .as_deref()
             .is_none_or(|pinned| same_digest(pinned, &current.digest))
     {
-        let previous = module
-            .status
-            .as_ref()
-            .and_then(|s| s.previous_digest.clone());
+        let previous = match rollout::promoted(scope, ctx, current).await {
+            Some(replaced) => Some(replaced),
+            None => scope.status.previous_digest.clone(),
+        };
         ready(scope, current, previous, origin.as_ref());
         if let Some(origin) = &origin {
             oci::remember(ctx, origin);
@@ -184,6 +198,14 @@ async fn install(
         ),
         Ok(loaded) => {
             let loaded = Arc::new(loaded);
+            if let (Some(policy), Some(stable)) = (rollout::policy(spec), in_service) {
+                rollout::start(scope, ctx, loaded, stable, policy).await;
+                let previous = scope.status.previous_digest.clone();
+                ready(scope, stable, previous, None);
+                return;
+            }
+            // Installed for every object: a canary there was is gone.
+            scope.status.canary = None;
             let previous = ctx.runtime.registry().install(loaded.clone());
             let previous_digest = match &previous {
                 Some(p) if p.digest != loaded.digest => Some(p.digest.clone()),
@@ -341,6 +363,13 @@ fn ready(
             message.push_str(offline);
         }
     }
+    if let Some(canary) = &scope.status.canary {
+        let _ = write!(
+            message,
+            "; canary {} serves {}% of objects ({} calls, {} broke)",
+            canary.digest, canary.percent, canary.calls, canary.failures
+        );
+    }
     let now = scope.now.clone();
     let status = &mut scope.status;
     // Figures of the load that put this code in service; a reconcile that
@@ -354,8 +383,11 @@ fn ready(
     status.message = Some(message.clone());
     status.active_digest = Some(loaded.digest.clone());
     status.previous_digest = previous_digest;
-    status.image = origin.map(|o| o.image.clone());
-    status.signed_by = origin.and_then(|o| o.signed_by.clone());
+    // A canary's reconcile names no origin: the stable version's stays.
+    if origin.is_some() || scope.object.spec.source.oci.is_none() {
+        status.image = origin.map(|o| o.image.clone());
+        status.signed_by = origin.and_then(|o| o.signed_by.clone());
+    }
     status.provider_name = Some(loaded.info.name.clone());
     status.version = Some(loaded.info.version.clone());
     scope.set(Desired::holds(
