@@ -5,14 +5,16 @@
 //! another digest, served on when the registry goes down, and from the
 //! precompiled cache after a restart with the registry down.
 
-use capwasm::api::providermodule::{SecretReference, World};
+use capwasm::api::providermodule::{
+    KeySelector, PublicKeySource, SecretReference, Verification, World,
+};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::oci::{Auth, ImageRef, Pushed, push_component};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::ProviderModuleBuilder;
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::flows::{Modules, condition, scale, wait_for, wait_for_pool};
 use testenv::install::{Core, Install};
@@ -489,5 +491,98 @@ async fn authors_push_and_inspect_from_the_command_line() {
         registry
             .crane(&["digest", &registry.image("providers/junk", "v1")])
             .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let team = registry.key_pair("team").expect("a cosign key pair");
+    let release = registry.key_pair("release").expect("another key pair");
+    let install = Install::with_core("oci-keys", Core::Capwasm).await;
+    let secret = format!("{}-keys", install.ns);
+    testenv::flows::credentials_secret(
+        &install.client,
+        &secret,
+        &[("cosign.pub", &team.public_pem)],
+    )
+    .await;
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("keys".into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("release.pub".to_owned(), release.public_pem.clone())].into()),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(install.client.clone(), &install.ns)
+        .create(&PostParams::default(), &config_map)
+        .await
+        .expect("the keys ConfigMap");
+    let tag = registry.image("providers/sim", "stable");
+    let v1 = push(&registry, "sim_infrastructure.wasm", &tag).await;
+    registry
+        .sign(&v1.image, &release)
+        .expect("signed with the release key");
+
+    let name = format!("{}-oci-sim", install.ns);
+    let mut module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")
+        .oci(&tag)
+        .allowed_hosts(&["127.0.0.1"])
+        .build();
+    module.spec.verification = Some(Verification {
+        public_keys: vec![
+            PublicKeySource {
+                secret: Some(KeySelector {
+                    namespace: testenv::CREDENTIALS_NAMESPACE.into(),
+                    name: secret.clone(),
+                    key: None,
+                }),
+                ..PublicKeySource::default()
+            },
+            PublicKeySource {
+                config_map: Some(KeySelector {
+                    namespace: install.ns.clone(),
+                    name: "keys".into(),
+                    key: Some("release.pub".into()),
+                }),
+                ..PublicKeySource::default()
+            },
+        ],
+    });
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .expect("the module created");
+    let served = wait_for_module_status(&modules, &name, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+    assert_eq!(
+        served.status.and_then(|s| s.signed_by).as_deref(),
+        Some(format!("ConfigMap {}/keys[release.pub]", install.ns).as_str())
+    );
+
+    // The tag moves to a digest only the Secret's key signed.
+    let v2 = push(&registry, "sim_infrastructure_v2.wasm", &tag).await;
+    registry
+        .sign(&v2.image, &team)
+        .expect("signed with the team key");
+    let served = wait_for_module_status(&modules, &name, "served v2", |m| {
+        active(m) == Some(v2.component_digest.as_str())
+    })
+    .await;
+    assert_eq!(
+        served.status.and_then(|s| s.signed_by).as_deref(),
+        Some(
+            format!(
+                "Secret {}/{secret}[cosign.pub]",
+                testenv::CREDENTIALS_NAMESPACE
+            )
+            .as_str()
+        )
     );
 }
