@@ -61,6 +61,7 @@ test: lint guests
 	  tests/kustomize/build.sh >/dev/null && \
 	  tests/moto/install.sh >/dev/null && \
 	  tests/registry/build.sh >/dev/null && \
+	  tests/distribution/build.sh >/dev/null && \
 	  tests/cosign/build.sh >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \

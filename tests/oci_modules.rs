@@ -18,7 +18,7 @@ use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::flows::{Modules, condition, scale, wait_for, wait_for_pool};
 use testenv::install::{Core, Install};
-use testenv::registry::{KeyPair, Registry};
+use testenv::registry::{KeyPair, PASSWORD, Registry, USERNAME};
 
 /// Pushes guest `file` to `image` on `registry`.
 async fn push(registry: &Registry, file: &str, image: &str) -> Pushed {
@@ -585,4 +585,70 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
             .as_str()
         )
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_asking_for_credentials_gets_those_of_the_pull_secret() {
+    let registry = Registry::start_authenticated()
+        .await
+        .expect("a registry (tests/distribution/build.sh)");
+    let install = Install::with_core("oci-auth", Core::Capwasm).await;
+    let tag = registry.image("providers/sim", "v1");
+    let image = ImageRef::parse(&tag, true).expect("a loopback reference");
+    let user = Auth::Basic {
+        username: USERNAME.into(),
+        password: PASSWORD.into(),
+    };
+    let bytes = std::fs::read(guest_path("sim_infrastructure.wasm")).expect("the guest");
+    assert!(
+        push_component(&image, &Auth::Anonymous, bytes.clone())
+            .await
+            .is_err(),
+        "the registry takes no anonymous push"
+    );
+    let v1 = push_component(&image, &user, bytes).await.expect("pushed");
+    for (secret, password) in [("right", PASSWORD), ("wrong", "not-the-password")] {
+        let config = json!({"auths": {registry.authority.clone(): {"username": USERNAME, "password": password}}});
+        testenv::flows::credentials_secret(
+            &install.client,
+            &format!("{}-{secret}", install.ns),
+            &[(".dockerconfigjson", &config.to_string())],
+        )
+        .await;
+    }
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    for secret in [Some("right"), Some("wrong"), None] {
+        let name = format!("{}-{}", install.ns, secret.unwrap_or("none"));
+        let mut module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")
+            .oci(&tag)
+            .build();
+        if let (Some(secret), Some(oci)) = (secret, module.spec.source.oci.as_mut()) {
+            oci.pull_secret = Some(SecretReference {
+                namespace: testenv::CREDENTIALS_NAMESPACE.into(),
+                name: format!("{}-{secret}", install.ns),
+            });
+        }
+        modules
+            .create(&PostParams::default(), &module)
+            .await
+            .expect("the module created");
+    }
+    wait_for_module_status(
+        &modules,
+        &format!("{}-right", install.ns),
+        "served v1",
+        |m| active(m) == Some(v1.component_digest.as_str()),
+    )
+    .await;
+    for refused in ["wrong", "none"] {
+        let name = format!("{}-{refused}", install.ns);
+        let module = wait_for_module_status(&modules, &name, "was refused", |m| {
+            ready(m).is_some_and(|(status, reason, _)| status == "False" && reason == "FetchFailed")
+        })
+        .await;
+        let (_, _, message) = ready(&module).unwrap_or_default();
+        assert!(message.contains("refused the tag"), "{refused}: {message}");
+        assert!(!message.contains(PASSWORD), "{message}");
+        assert_eq!(active(&module), None);
+    }
 }

@@ -19,6 +19,12 @@ use crate::{Error, Result};
 const READY: Duration = Duration::from_secs(30);
 /// The password of every test key (cosign asks for one).
 const KEY_PASSWORD: &str = "capwasm-test";
+/// The user an authenticated registry knows.
+pub const USERNAME: &str = "capwasm";
+/// Its password.
+pub const PASSWORD: &str = "pull-secret-test";
+/// `USERNAME:bcrypt(PASSWORD)`, as `htpasswd -B` writes it.
+const HTPASSWD: &str = "capwasm:$2a$10$0Xj7UluSkM4K6f43oLTrl.q9JxbNcHP4/5GBEQlfx93yLf7wxKzqe";
 
 /// A running registry, holding what is pushed in memory; stopped when
 /// dropped (or by [`Registry::stop`]).
@@ -58,6 +64,46 @@ impl Registry {
         Ok(registry)
     }
 
+    /// A registry that asks for [`USERNAME`] and [`PASSWORD`] (the CNCF
+    /// distribution registry with htpasswd authentication, built by
+    /// `tests/distribution/build.sh`), holding what is pushed in memory.
+    pub async fn start_authenticated() -> Result<Self> {
+        let distribution = build_script("distribution/build.sh")?.join("registry");
+        let crane = build_script("registry/build.sh")?.join("crane");
+        let cosign = build_script("cosign/build.sh")?.join("cosign");
+        let dir = crate::rundir::create(&crate::rundir::default_root())?;
+        let authority = format!("127.0.0.1:{}", free_port()?);
+        let htpasswd = dir.path().join("htpasswd");
+        let config = dir.path().join("config.yml");
+        let io = |e: std::io::Error| Error::Binaries(format!("the registry's configuration: {e}"));
+        std::fs::write(&htpasswd, format!("{HTPASSWD}\n")).map_err(io)?;
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  inmemory: {{}}\nhttp:\n  addr: {authority}\nauth:\n  htpasswd:\n    realm: capwasm-test\n    path: {}\n",
+                htpasswd.display()
+            ),
+        )
+        .map_err(io)?;
+        let args = ["serve".to_owned(), config.display().to_string()];
+        let process = Process::spawn_exiting_with_stdin(
+            "registry",
+            &distribution,
+            &args,
+            &[],
+            dir.path().join("registry.log"),
+        )?;
+        let mut registry = Self {
+            process,
+            dir,
+            crane,
+            cosign,
+            authority,
+        };
+        registry.wait_ready().await?;
+        Ok(registry)
+    }
+
     fn serve(crane: &Path, authority: &str, dir: &Path) -> Result<Process> {
         let args = ["registry", "serve", "--address", authority].map(str::to_owned);
         Process::spawn_exiting_with_stdin("registry", crane, &args, &[], dir.join("registry.log"))
@@ -65,7 +111,8 @@ impl Registry {
 
     async fn wait_ready(&mut self) -> Result<()> {
         let started = Instant::now();
-        while !matches!(probe::get(&self.authority, "/v2/").await, Some((200, _))) {
+        // An authenticated registry answers 401: an answer is enough.
+        while probe::get(&self.authority, "/v2/").await.is_none() {
             if let Some(status) = self.process.exited() {
                 return Err(self.process.not_ready(format!("exited: {status}")));
             }

@@ -101,6 +101,10 @@ impl<'a> Registry<'a> {
                 limit,
             });
         }
+        // Blob pulls take no credentials of their own: the client's store.
+        self.client
+            .store_auth_if_needed(self.image.registry(), &self.auth)
+            .await;
         let mut stream = self
             .client
             .pull_blob_stream(self.image.reference(), descriptor)
