@@ -48,20 +48,7 @@ pub struct KeyPair {
 impl Registry {
     /// Builds crane and cosign the first time, and serves a registry.
     pub async fn start() -> Result<Self> {
-        let crane = build_script("registry/build.sh")?.join("crane");
-        let cosign = build_script("cosign/build.sh")?.join("cosign");
-        let dir = crate::rundir::create(&crate::rundir::default_root())?;
-        let authority = format!("127.0.0.1:{}", free_port()?);
-        let process = Self::serve(&crane, &authority, dir.path())?;
-        let mut registry = Self {
-            process,
-            dir,
-            crane,
-            cosign,
-            authority,
-        };
-        registry.wait_ready().await?;
-        Ok(registry)
+        Self::launch(|crane, dir, authority| Self::serve(crane, authority, dir)).await
     }
 
     /// A registry that asks for [`USERNAME`] and [`PASSWORD`] (the CNCF
@@ -69,30 +56,40 @@ impl Registry {
     /// `tests/distribution/build.sh`), holding what is pushed in memory.
     pub async fn start_authenticated() -> Result<Self> {
         let distribution = build_script("distribution/build.sh")?.join("registry");
+        Self::launch(|_, dir, authority| {
+            let htpasswd = dir.join("htpasswd");
+            let config = dir.join("config.yml");
+            let io = |e: std::io::Error| Error::Binaries(format!("the registry's configuration: {e}"));
+            std::fs::write(&htpasswd, format!("{HTPASSWD}\n")).map_err(io)?;
+            std::fs::write(
+                &config,
+                format!(
+                    "version: 0.1\nlog:\n  level: warn\nstorage:\n  inmemory: {{}}\nhttp:\n  addr: {authority}\nauth:\n  htpasswd:\n    realm: capwasm-test\n    path: {}\n",
+                    htpasswd.display()
+                ),
+            )
+            .map_err(io)?;
+            let args = ["serve".to_owned(), config.display().to_string()];
+            Process::spawn_exiting_with_stdin(
+                "registry",
+                &distribution,
+                &args,
+                &[],
+                dir.join("registry.log"),
+            )
+        })
+        .await
+    }
+
+    /// Builds crane and cosign the first time, starts what `serve` starts
+    /// (given crane, a directory of its own and a loopback address) and
+    /// waits until it answers.
+    async fn launch(serve: impl FnOnce(&Path, &Path, &str) -> Result<Process>) -> Result<Self> {
         let crane = build_script("registry/build.sh")?.join("crane");
         let cosign = build_script("cosign/build.sh")?.join("cosign");
         let dir = crate::rundir::create(&crate::rundir::default_root())?;
         let authority = format!("127.0.0.1:{}", free_port()?);
-        let htpasswd = dir.path().join("htpasswd");
-        let config = dir.path().join("config.yml");
-        let io = |e: std::io::Error| Error::Binaries(format!("the registry's configuration: {e}"));
-        std::fs::write(&htpasswd, format!("{HTPASSWD}\n")).map_err(io)?;
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  inmemory: {{}}\nhttp:\n  addr: {authority}\nauth:\n  htpasswd:\n    realm: capwasm-test\n    path: {}\n",
-                htpasswd.display()
-            ),
-        )
-        .map_err(io)?;
-        let args = ["serve".to_owned(), config.display().to_string()];
-        let process = Process::spawn_exiting_with_stdin(
-            "registry",
-            &distribution,
-            &args,
-            &[],
-            dir.path().join("registry.log"),
-        )?;
+        let process = serve(&crane, dir.path(), &authority)?;
         let mut registry = Self {
             process,
             dir,
