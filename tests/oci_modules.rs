@@ -35,6 +35,19 @@ async fn push(registry: &Registry, file: &str, image: &str) -> Pushed {
     pushed
 }
 
+/// Releases guest `file` as `tag` the way a publisher should: pushed under
+/// a candidate tag, its digest signed with `key`, and only then `tag` moved
+/// to it, so the tag never names an unsigned digest.
+async fn publish(registry: &Registry, key: &KeyPair, file: &str, tag: &str) -> Pushed {
+    let pushed = push(registry, file, &format!("{tag}-candidate")).await;
+    registry.sign(&pushed.image, key).expect("cosign signs it");
+    let name = tag.rsplit(':').next().unwrap_or(tag);
+    registry
+        .crane(&["tag", &pushed.image, name])
+        .expect("the tag moved");
+    pushed
+}
+
 /// Creates sim-infrastructure module `name` from `image`, signed by `key`.
 async fn create_module(install: &Install, name: &str, image: &str, key: &KeyPair) {
     let module = ProviderModuleBuilder::file(name, World::Infrastructure, "/unused")
@@ -129,8 +142,7 @@ async fn a_signed_tag_serves_a_pool_and_moving_it_to_a_new_signed_digest_hot_swa
     let pools = cluster_and_pool(&install, &name).await;
 
     // The tag moves to v2, signed: the next resolution swaps it in.
-    let v2 = push(&registry, "sim_infrastructure_v2.wasm", &tag).await;
-    registry.sign(&v2.image, &key).expect("cosign signs v2");
+    let v2 = publish(&registry, &key, "sim_infrastructure_v2.wasm", &tag).await;
     let module = wait_for_module_status(&modules, &name, "swapped to v2", |m| {
         active(m) == Some(v2.component_digest.as_str())
     })
@@ -567,10 +579,7 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
     );
 
     // The tag moves to a digest only the Secret's key signed.
-    let v2 = push(&registry, "sim_infrastructure_v2.wasm", &tag).await;
-    registry
-        .sign(&v2.image, &team)
-        .expect("signed with the team key");
+    let v2 = publish(&registry, &team, "sim_infrastructure_v2.wasm", &tag).await;
     let served = wait_for_module_status(&modules, &name, "served v2", |m| {
         active(m) == Some(v2.component_digest.as_str())
     })

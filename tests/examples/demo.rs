@@ -307,11 +307,14 @@ async fn create_modules(client: &Client, registry: &Registry, key: &KeyPair) -> 
     Ok(())
 }
 
-/// Pushes guest `file` to `tag` and signs the digest with cosign.
+/// Releases guest `file` as `tag`: pushed under a candidate tag, its digest
+/// signed with cosign, and only then `tag` moved to it (a tag never names an
+/// unsigned digest).
 async fn publish(registry: &Registry, key: &KeyPair, file: &str, tag: &str) -> anyhow::Result<()> {
-    let image = ImageRef::parse(tag, true)?;
+    let image = ImageRef::parse(&format!("{tag}-candidate"), true)?;
     let pushed = push_component(&image, &Auth::Anonymous, std::fs::read(guest_path(file))?).await?;
     registry.sign(&pushed.image, key)?;
+    registry.crane(&["tag", &pushed.image, tag.rsplit(':').next().unwrap_or(tag)])?;
     println!("    {tag} -> {} (signed)", pushed.manifest_digest);
     Ok(())
 }
