@@ -16,14 +16,14 @@ use serde_json::json;
 use testenv::flows::{Modules, condition, scale, wait_for, wait_for_pool};
 use testenv::install::{Core, Install};
 
-/// Pools per batch: with a canary serving half the objects, the chance
-/// that none of them is its is 1 in 2^POOLS.
+/// Pools per batch: with a canary serving three objects in four, the
+/// chance that none of them is its is 1 in 4^POOLS.
 const POOLS: usize = 8;
 
 fn canary() -> Rollout {
     Rollout {
         strategy: RolloutStrategy::Canary,
-        canary_percent: Some(50),
+        canary_percent: Some(75),
         promote_after_calls: Some(3),
         max_failure_percent: Some(20),
     }
@@ -141,7 +141,7 @@ async fn a_trapping_canary_is_rolled_back_and_a_working_one_promoted() {
     .and_then(|m| m.status)
     .and_then(|s| s.canary)
     .expect("a canary");
-    assert_eq!(canary.percent, 50);
+    assert_eq!(canary.percent, 75);
     assert_ne!(canary.digest, kubeadm);
     pools(&install, &modules, "late", &pools_api).await;
     let module = wait_for(&modules_api, &bootstrap, "it is rolled back", |m| {
