@@ -578,6 +578,8 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
         Some(format!("ConfigMap {}/keys[release.pub]", install.ns).as_str())
     );
 
+    a_changed_key_is_seen_at_once(&install, &module, &v1, &team).await;
+
     // The tag moves to a digest only the Secret's key signed.
     let v2 = publish(&registry, &team, "sim_infrastructure_v2.wasm", &tag).await;
     let served = wait_for_module_status(&modules, &name, "served v2", |m| {
@@ -660,4 +662,52 @@ async fn a_registry_asking_for_credentials_gets_those_of_the_pull_secret() {
         assert!(!message.contains(PASSWORD), "{message}");
         assert_eq!(active(&module), None);
     }
+}
+
+/// A module pinned to `v1`'s digest, trusting only `module`'s ConfigMap
+/// key: replaced by `other`, it is seen at once (ConfigMaps are watched),
+/// not at a resync.
+async fn a_changed_key_is_seen_at_once(
+    install: &Install,
+    module: &ProviderModule,
+    v1: &Pushed,
+    other: &KeyPair,
+) {
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    let pinned = format!(
+        "{}-pinned",
+        module.metadata.name.clone().unwrap_or_default()
+    );
+    let mut module = module.clone();
+    module.metadata.name = Some(pinned.clone());
+    module.metadata.resource_version = None;
+    if let Some(oci) = module.spec.source.oci.as_mut() {
+        oci.image.clone_from(&v1.image);
+    }
+    if let Some(verification) = module.spec.verification.as_mut() {
+        verification.public_keys.remove(0);
+    }
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .expect("the pinned module created");
+    wait_for_module_status(&modules, &pinned, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+            && ready(m).is_some_and(|(status, _, _)| status == "True")
+    })
+    .await;
+    Api::<ConfigMap>::namespaced(install.client.clone(), &install.ns)
+        .patch(
+            "keys",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"release.pub": other.public_pem}})),
+        )
+        .await
+        .expect("the key replaced");
+    wait_for_module_status(&modules, &pinned, "distrusted v1", |m| {
+        ready(m)
+            .is_some_and(|(status, reason, _)| status == "False" && reason == "SignatureUntrusted")
+            && active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
 }

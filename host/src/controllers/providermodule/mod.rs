@@ -39,19 +39,22 @@ pub fn run(
     let modules = store.clone();
     Controller::for_shared_stream(caches.modules.subscribe(), store)
         .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
-        // ConfigMap sources: a changed ConfigMap reloads the modules reading it.
+        // ConfigMap sources and verification keys: a changed ConfigMap
+        // reloads the modules reading it.
         .watches_shared_stream(caches.config_maps.subscribe(), move |config_map| {
             let namespace = config_map.metadata.namespace.clone().unwrap_or_default();
             let name = config_map.metadata.name.clone().unwrap_or_default();
+            let named = |ns: &str, n: &str| ns == namespace && n == name;
             modules
                 .state()
                 .into_iter()
                 .filter(|m| {
-                    m.spec
-                        .source
-                        .config_map
-                        .as_ref()
-                        .is_some_and(|c| c.namespace == namespace && c.name == name)
+                    let source = m.spec.source.config_map.as_ref();
+                    let keys = m.spec.verification.iter().flat_map(|v| &v.public_keys);
+                    source.is_some_and(|c| named(&c.namespace, &c.name))
+                        || keys
+                            .filter_map(|k| k.config_map.as_ref())
+                            .any(|k| named(&k.namespace, &k.name))
                 })
                 .map(|m| ObjectRef::from_obj(&*m))
                 .collect::<Vec<_>>()
