@@ -1,0 +1,120 @@
+//! Where a provider component comes from, and the signatures an image
+//! must carry.
+
+use schemars::JsonSchema;
+
+use super::SecretReference;
+use serde::{Deserialize, Serialize};
+
+/// Where a component comes from: exactly one of the fields.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "(has(self.configMap) ? 1 : 0) + (has(self.file) ? 1 : 0) + (has(self.oci) ? 1 : 0) == 1", "message": "set exactly one of configMap, file and oci"},
+]))]
+pub struct ModuleSource {
+    /// A key of a ConfigMap's `binaryData`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// A file on the operator's filesystem (a mounted volume, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSource>,
+    /// An image in an OCI registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
+}
+
+/// A component in an OCI registry: the Wasm artifact layout
+/// (`application/vnd.wasm.config.v0+json` config, one `application/wasm`
+/// layer) or any image of one layer holding the component.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `REGISTRY/REPOSITORY:TAG`, `REGISTRY/REPOSITORY@sha256:DIGEST`, or
+    /// both (the digest wins). A tag is resolved to a digest at each
+    /// reconcile and every `intervalSeconds`; `status.image` says which.
+    #[schemars(length(min = 3, max = 1024))]
+    pub image: String,
+    /// A `kubernetes.io/dockerconfigjson` Secret holding credentials for the
+    /// registry, in the namespace the operator reads credentials from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<SecretReference>,
+    /// Speak plain HTTP to the registry: for a registry on loopback only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain_http: bool,
+    /// How often a tag is resolved again, in seconds. Default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5, max = 86_400))]
+    pub interval_seconds: Option<u32>,
+}
+
+/// Signatures an image must carry: a cosign signature of its manifest
+/// digest by one of the keys. (Keyless verification, against Fulcio and
+/// Rekor, would be a sibling of `publicKeys`.)
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// cosign public keys (ECDSA P-256, PEM, as `cosign generate-key-pair` writes them).
+    #[schemars(length(min = 1, max = 16))]
+    pub public_keys: Vec<PublicKeySource>,
+}
+
+/// A public key: exactly one of the fields.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "(has(self.pem) ? 1 : 0) + (has(self.secret) ? 1 : 0) + (has(self.configMap) ? 1 : 0) == 1", "message": "set exactly one of pem, secret and configMap"},
+]))]
+pub struct PublicKeySource {
+    /// The key itself, PEM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 8192))]
+    pub pem: Option<String>,
+    /// A key of a Secret in the namespace the operator reads credentials from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<KeySelector>,
+    /// A key of a ConfigMap's `data`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<KeySelector>,
+}
+
+/// One key of a Secret or ConfigMap.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KeySelector {
+    /// Its namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// Its name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key. Default `cosign.pub`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: Option<String>,
+}
+
+/// A component in a ConfigMap.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapSource {
+    /// The ConfigMap's namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The `binaryData` key holding the component; defaults to `component.wasm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: Option<String>,
+}
+
+/// A component file.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSource {
+    /// Absolute path on the operator's filesystem.
+    #[schemars(length(min = 2, max = 4096), regex(pattern = "^/"))]
+    pub path: String,
+}
