@@ -37,7 +37,7 @@ impl<'a> Registry<'a> {
             use_monolithic_push: true,
             ..ClientConfig::default()
         };
-        let client = oci_client::Client::try_from(config).map_err(|source| Error::Unreachable {
+        let client = oci_client::Client::try_from(config).map_err(|source| Error::Client {
             registry: image.registry().to_owned(),
             source,
         })?;

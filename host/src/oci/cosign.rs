@@ -14,8 +14,7 @@ use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use super::client::Registry;
-use super::{Auth, Error, ImageRef, Puller, SignatureError};
+use super::{Error, Session, SignatureError};
 
 /// The annotation holding a layer's signature, base64.
 const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
@@ -92,20 +91,18 @@ struct SignedImage {
     docker_manifest_digest: String,
 }
 
-/// Which of `keys` signed the manifest `digest` of `image`'s repository.
+/// Which of `keys` signed the manifest `digest` of the session's repository.
 pub async fn verify_signature(
-    puller: &Puller,
-    image: &ImageRef,
-    auth: &Auth,
+    session: &Session<'_>,
     digest: &str,
     keys: &[PublicKey],
 ) -> Result<Signed, SignatureError> {
+    let (registry, image) = (&session.registry, session.registry.image);
     let by_digest = image.by_digest(digest);
     let fetch = |source: Error| SignatureError::Fetch {
         image: by_digest.clone(),
         source: Box::new(source),
     };
-    let registry = Registry::new(image, auth, puller.timeout).map_err(fetch)?;
     let tag = format!("{}.sig", digest.replacen(':', "-", 1));
     let manifest = match registry.manifest(&image.tagged(&tag)).await {
         Ok((bytes, _)) => bytes,

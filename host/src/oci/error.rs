@@ -17,6 +17,15 @@ pub enum Error {
         /// The registry.
         registry: String,
     },
+    /// No client for the registry could be made (its TLS set-up failed).
+    #[error("cannot make a client for registry {registry}")]
+    Client {
+        /// The registry.
+        registry: String,
+        /// The cause.
+        #[source]
+        source: oci_client::errors::OciDistributionError,
+    },
     /// The registry could not be reached or did not answer.
     #[error("registry {registry} is unreachable")]
     Unreachable {

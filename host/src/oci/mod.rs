@@ -13,7 +13,7 @@ mod reference;
 
 pub use cosign::{PublicKey, Signed, verify_signature};
 pub use error::{Error, SignatureError};
-pub use pull::{Artifact, Puller, Resolved};
+pub use pull::{Artifact, Puller, Resolved, Session};
 pub use push::{Pushed, push_component};
 pub use record::{Record, Records};
 pub use reference::{Auth, ImageRef};

@@ -45,13 +45,30 @@ pub struct Artifact {
 }
 
 impl Puller {
-    /// The digest `image` names now: its own if it is pinned, else the
+    /// A session with `image`'s registry: one client, its credentials and
+    /// tokens, for every step of one pull.
+    pub fn session<'a>(&self, image: &'a ImageRef, auth: &Auth) -> Result<Session<'a>, Error> {
+        Ok(Session {
+            registry: Registry::new(image, auth, self.timeout)?,
+            max_component_bytes: self.max_component_bytes,
+        })
+    }
+}
+
+/// One client of one image's registry: the steps of a pull.
+pub struct Session<'a> {
+    pub(crate) registry: Registry<'a>,
+    max_component_bytes: u64,
+}
+
+impl Session<'_> {
+    /// The digest the image names now: its own if it is pinned, else the
     /// tag's, asked of the registry.
-    pub async fn digest(&self, image: &ImageRef, auth: &Auth) -> Result<String, Error> {
+    pub async fn digest(&self) -> Result<String, Error> {
+        let (registry, image) = (&self.registry, self.registry.image);
         if let Some(digest) = image.digest() {
             return Ok(digest.to_owned());
         }
-        let registry = Registry::new(image, auth, self.timeout)?;
         registry
             .client
             .fetch_manifest_digest(image.reference(), &registry.auth)
@@ -59,16 +76,11 @@ impl Puller {
             .map_err(|e| registry.error(format!("the tag {image}"), e))
     }
 
-    /// The manifest at `digest` in `image`'s repository, checked to be one
-    /// image with one layer.
-    pub async fn resolve(
-        &self,
-        image: &ImageRef,
-        auth: &Auth,
-        digest: &str,
-    ) -> Result<Resolved, Error> {
-        let registry = Registry::new(image, auth, self.timeout)?;
-        let (bytes, manifest_digest) = registry.manifest(&image.at(digest)).await?;
+    /// The manifest at `digest` in the image's repository, checked to be
+    /// one image with one layer.
+    pub async fn resolve(&self, digest: &str) -> Result<Resolved, Error> {
+        let image = self.registry.image;
+        let (bytes, manifest_digest) = self.registry.manifest(&image.at(digest)).await?;
         let layer = component_layer(&image.by_digest(&manifest_digest), &bytes)?;
         Ok(Resolved {
             manifest_digest,
@@ -77,14 +89,10 @@ impl Puller {
     }
 
     /// The component layer of `resolved`.
-    pub async fn pull(
-        &self,
-        image: &ImageRef,
-        auth: &Auth,
-        resolved: Resolved,
-    ) -> Result<Artifact, Error> {
-        let registry = Registry::new(image, auth, self.timeout)?;
-        let bytes = registry
+    pub async fn pull(&self, resolved: Resolved) -> Result<Artifact, Error> {
+        let image = self.registry.image;
+        let bytes = self
+            .registry
             .blob(&resolved.layer, self.max_component_bytes)
             .await
             .map_err(|e| match e {

@@ -78,9 +78,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let puller = Puller::default();
             let artifact = executor
                 .block_on(async {
-                    let digest = puller.digest(&image, &Auth::Anonymous).await?;
-                    let resolved = puller.resolve(&image, &Auth::Anonymous, &digest).await?;
-                    puller.pull(&image, &Auth::Anonymous, resolved).await
+                    let session = puller.session(&image, &Auth::Anonymous)?;
+                    let digest = session.digest().await?;
+                    session.pull(session.resolve(&digest).await?).await
                 })
                 .map_err(|e| anyhow::anyhow!("cannot pull {image}: {}", error_chain(&e)))?;
             let shown = image.by_digest(&artifact.resolved.manifest_digest);

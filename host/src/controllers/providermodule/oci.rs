@@ -80,7 +80,7 @@ pub(super) async fn fetch(
         Ok(keys) => keys,
         Err(wait) => return Ok(Err(wait)),
     };
-    let records = ctx.runtime.cache_dir().map(|d| Records::new(d.join("oci")));
+    let records = records(ctx);
     let refresh = image.digest().is_none().then(|| {
         oci.interval_seconds
             .map_or(DEFAULT_INTERVAL, |s| Duration::from_secs(u64::from(s)))
@@ -157,12 +157,12 @@ async fn online(
     records: Option<&Records>,
     refresh: Option<Duration>,
 ) -> Result<Fetched, Miss> {
-    let puller = &ctx.settings.oci;
-    let digest = puller.digest(image, auth).await?;
+    let session = ctx.settings.oci.session(image, auth)?;
+    let digest = session.digest().await?;
     let signed = if keys.is_empty() {
         None
     } else {
-        match oci::verify_signature(puller, image, auth, &digest, keys).await {
+        match oci::verify_signature(&session, &digest, keys).await {
             Ok(signed) => Some(signed),
             Err(SignatureError::Fetch { source, .. }) if source.is_unreachable() => {
                 return Err((*source).into());
@@ -191,8 +191,8 @@ async fn online(
             origin: Some(origin(record.component_digest)),
         });
     }
-    let resolved = puller.resolve(image, auth, &digest).await?;
-    let artifact = puller.pull(image, auth, resolved).await?;
+    let resolved = session.resolve(&digest).await?;
+    let artifact = session.pull(resolved).await?;
     Ok(Fetched {
         source: ProviderSource::Bytes(artifact.bytes),
         digest: artifact.resolved.layer.digest.clone(),
@@ -202,10 +202,9 @@ async fn online(
 
 /// Remembers what was verified of the image now in service.
 pub(super) fn remember(ctx: &Context, origin: &Origin) {
-    let Some(dir) = ctx.runtime.cache_dir() else {
+    let Some(records) = records(ctx) else {
         return;
     };
-    let records = Records::new(dir.join("oci"));
     if records.get(&origin.record.manifest_digest).as_ref() == Some(&origin.record) {
         return;
     }
@@ -216,6 +215,11 @@ pub(super) fn remember(ctx: &Context, origin: &Origin) {
             "cannot record the verified image"
         );
     }
+}
+
+/// The records of verified images, beside the precompiled components.
+fn records(ctx: &Context) -> Option<Records> {
+    ctx.runtime.cache_dir().map(|d| Records::new(d.join("oci")))
 }
 
 /// With the registry down: the digest last resolved (or pinned), if it
