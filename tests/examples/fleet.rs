@@ -1,39 +1,68 @@
 //! The fleet race: the same fleet — `CLUSTERS` Clusters with `POOLS`
-//! MachinePools of `REPLICAS` each, every Cluster's kubeconfig pointing at
-//! one workload API server, every pool served by kubeadm-bootstrap and
-//! sim-infrastructure — driven once by capwasm standalone (`capwasm run`)
-//! and once by upstream Cluster API's core manager with `capwasm run
+//! MachinePools of `REPLICAS` each, every pool served by kubeadm-bootstrap
+//! and sim-infrastructure — driven once by capwasm standalone (`capwasm
+//! run`) and once by upstream Cluster API's core manager with `capwasm run
 //! --controllers providers` beside it, each on a control plane of its own.
-//! For each: seconds until each pool was first Running with all its Nodes
-//! (median and last), seconds to delete every Cluster, API writes per pool
-//! until all were Running (the management API server's own count of
-//! non-read requests, less the fleet's creation and leader Leases; all, and
-//! those to MachinePools), and CPU
-//! seconds and peak resident memory of the controller processes (the
-//! simulated cloud and the API servers excluded); then the ratio.
+//! Every Cluster's kubeconfig points at one workload API server through a
+//! proxy that shows it only its own Nodes, as if each had its own workload
+//! cluster.
+//!
+//! For each core: seconds until each pool was first Running with all its
+//! Nodes (median, 99th percentile and last), seconds to delete every
+//! Cluster, API writes per pool until all were Running (the management API
+//! server's own count of non-read requests, less the fleet's creation and
+//! leader Leases; all, and those to MachinePools), MachinePool reconciles
+//! per pool, and CPU seconds and peak resident memory of the controller
+//! processes alone (the simulated cloud, the harness and the API servers
+//! excluded); then the ratio. For capwasm also a restart at rest: the
+//! operator stopped and started with every pool Running, the seconds until
+//! it had reconciled as many pools as there are, and the writes it made.
 //!
 //!     make fleet-bench FLEET="50 2 3"
-//!     cargo run --release -p capwasm-tests --example fleet [CLUSTERS POOLS REPLICAS]
+//!     cargo run --release -p capwasm-tests --example fleet [CLUSTERS POOLS REPLICAS [capwasm|upstream|both]]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
+use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{DeleteParams, ListParams};
-use testenv::flows::Apis;
+use serde_json::json;
+use testenv::flows::{self, Apis, Providers};
 use testenv::install::{Core, Install};
+use testenv::scoped::{CLUSTER_LABEL, ScopedWorkload};
 use testenv::usage::{self, Usage};
 
 const TIMEOUT: Duration = Duration::from_secs(900);
 const POLL: Duration = Duration::from_millis(200);
+/// Clusters created at once: as a CI job or GitOps tool applies a fleet.
+const CREATING: usize = 8;
+/// How long the management API server must see no write to call the fleet at rest.
+const QUIET: Duration = Duration::from_secs(5);
 
 /// What one core did with the fleet.
 struct Figures {
     running_p50: f64,
+    running_p99: f64,
     running_last: f64,
     delete: f64,
     /// Writes per pool until all were Running, by resource.
     writes_per_pool: BTreeMap<String, f64>,
+    /// MachinePool reconciles per pool until all were Running (capwasm's core).
+    reconciles_per_pool: Option<f64>,
+    usage: Usage,
+    restart: Option<Restart>,
+}
+
+/// The operator restarted with every pool at rest.
+struct Restart {
+    /// From SIGTERM until the new process had reconciled as many
+    /// MachinePools as there are.
+    seconds: f64,
+    /// Writes by anyone (Leases apart) from the restart until at rest
+    /// again, by resource.
+    writes: BTreeMap<String, f64>,
     usage: Usage,
 }
 
@@ -46,6 +75,15 @@ async fn main() -> anyhow::Result<()> {
         })
     };
     let (clusters, pools, replicas) = (next(50)?, next(2)?, next(3)?);
+    let cores: &[(Core, &str)] = match args.next().as_deref() {
+        None | Some("both") => &[
+            (Core::Capwasm, "capwasm standalone"),
+            (Core::Upstream, "upstream core + capwasm providers"),
+        ],
+        Some("capwasm") => &[(Core::Capwasm, "capwasm standalone")],
+        Some("upstream") => &[(Core::Upstream, "upstream core + capwasm providers")],
+        Some(other) => bail!("not a core: {other} (capwasm, upstream or both)"),
+    };
     let total = clusters * pools;
     println!(
         "fleet race: {clusters} Clusters, {total} MachinePools, {} Nodes, on {} cores",
@@ -53,25 +91,25 @@ async fn main() -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
     );
     println!(
-        "{:<34} {:>11} {:>12} {:>8} {:>11} {:>10} {:>8} {:>9}",
+        "{:<34} {:>11} {:>11} {:>12} {:>8} {:>11} {:>10} {:>10} {:>8} {:>9}",
         "core",
         "running p50",
+        "running p99",
         "running last",
         "delete",
         "writes/pool",
         "MP writes",
+        "reconciles",
         "cpu",
         "peak rss"
     );
     let mut results = Vec::new();
-    for (core, label) in [
-        (Core::Capwasm, "capwasm standalone"),
-        (Core::Upstream, "upstream core + capwasm providers"),
-    ] {
+    for &(core, label) in cores {
         let figures = Box::pin(race(core, clusters, pools, replicas)).await?;
         println!(
-            "{label:<34} {:>10.1}s {:>11.1}s {:>7.1}s {:>11.1} {:>10.1} {:>7.1}s {:>6}MiB",
+            "{label:<34} {:>10.1}s {:>10.1}s {:>11.1}s {:>7.1}s {:>11.1} {:>10.1} {:>10} {:>7.1}s {:>6}MiB",
             figures.running_p50,
+            figures.running_p99,
             figures.running_last,
             figures.delete,
             figures.writes_per_pool.values().sum::<f64>(),
@@ -80,6 +118,9 @@ async fn main() -> anyhow::Result<()> {
                 .get("machinepools")
                 .copied()
                 .unwrap_or(0.0),
+            figures
+                .reconciles_per_pool
+                .map_or_else(|| "-".to_owned(), |r| format!("{r:.1}")),
             figures.usage.cpu_seconds,
             figures.usage.peak_rss_bytes >> 20,
         );
@@ -97,68 +138,54 @@ async fn main() -> anyhow::Result<()> {
             "    writes per pool by resource: {}",
             by_resource.join(", ")
         );
+        if let Some(restart) = &figures.restart {
+            println!(
+                "    restart at rest: every pool reconciled after {:.1}s, {} writes {:?}, cpu {:.1}s, peak rss {}MiB",
+                restart.seconds,
+                restart.writes.values().sum::<f64>() + 0.0,
+                restart.writes,
+                restart.usage.cpu_seconds,
+                restart.usage.peak_rss_bytes >> 20
+            );
+        }
         results.push(figures);
     }
-    let (ours, theirs) = (&results[0], &results[1]);
-    println!(
-        "ratio upstream/capwasm: to all Running {:.2}x (median {:.2}x), deletion {:.2}x, cpu {:.2}x",
-        theirs.running_last / ours.running_last,
-        theirs.running_p50 / ours.running_p50,
-        theirs.delete / ours.delete,
-        theirs.usage.cpu_seconds / ours.usage.cpu_seconds,
-    );
+    if let [ours, theirs] = &results[..] {
+        println!(
+            "ratio upstream/capwasm: to all Running {:.2}x (median {:.2}x), deletion {:.2}x, cpu {:.2}x",
+            theirs.running_last / ours.running_last,
+            theirs.running_p50 / ours.running_p50,
+            theirs.delete / ours.delete,
+            theirs.usage.cpu_seconds / ours.usage.cpu_seconds,
+        );
+    }
     Ok(())
 }
 
 /// The fleet under `core`, from nothing to deleted.
 async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::Result<Figures> {
-    let install = Install::with_core("fleet", core).await;
-    let client = &install.client;
-    let apis = Apis::new(client, &install.ns);
-    let processes = || {
-        let mut pids = vec![install.operator.process_id()];
-        pids.extend(
-            install
-                .upstream
-                .as_ref()
-                .map(testenv::upstream::UpstreamManager::process_id),
-        );
-        pids
-    };
-    let usage_now = || {
-        processes()
-            .into_iter()
-            .map(usage::of_tree)
-            .fold(Usage::default(), |sum, u| Usage {
-                cpu_seconds: sum.cpu_seconds + u.cpu_seconds,
-                peak_rss_bytes: sum.peak_rss_bytes + u.peak_rss_bytes,
-            })
-    };
-    let before = usage_now();
-    let writes_before = writes(client).await?;
+    let mut install = Install::with_core("fleet", core).await;
+    let workload = install
+        .env
+        .workload()
+        .context("a workload server")?
+        .client()?;
+    let scoped = ScopedWorkload::start(workload).await?;
+    let client = install.client.clone();
+    let apis = Apis::new(&client, &install.ns);
+    let before = controllers_usage(&install);
+    let writes_before = writes(&client).await?;
     let started = Instant::now();
-    for c in 0..clusters {
-        let cluster = format!("c{c}");
-        install.cluster(&cluster).await;
-        for p in 0..pools {
-            install
-                .objects
-                .create_pool(
-                    client,
-                    &install.ns,
-                    &format!("{cluster}-p{p}"),
-                    &cluster,
-                    replicas,
-                    &install.modules,
-                )
-                .await?;
-        }
-    }
+    futures::stream::iter(0..clusters)
+        .map(|c| create_cluster(&install, &scoped, format!("c{c}"), pools, replicas))
+        .buffer_unordered(CREATING)
+        .try_collect::<()>()
+        .await?;
     let times = running_times(&apis, usize::try_from(clusters * pools)?, replicas, started).await?;
     // Per pool, less the fleet's own creation (per Cluster its kubeconfig
     // Secret, WasmCluster and itself; per pool its provider objects and itself).
     let pool_count = f64::from(clusters * pools);
-    let mut writes_per_pool = writes(client).await?;
+    let mut writes_per_pool = writes(&client).await?;
     for (resource, count) in &mut writes_per_pool {
         let created = match resource.as_str() {
             "secrets" | "wasmclusters" | "clusters" => f64::from(clusters),
@@ -168,19 +195,150 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         let before = writes_before.get(resource).copied().unwrap_or(0.0);
         *count = (*count - before - created) / pool_count;
     }
-
+    let reconciles_per_pool = match core {
+        Core::Capwasm => Some(pool_reconciles(&install).await? / pool_count),
+        Core::Upstream => None,
+    };
+    let usage = controllers_usage(&install);
+    let restart = match core {
+        Core::Capwasm => Some(restart_at_rest(&mut install, pool_count).await?),
+        Core::Upstream => None,
+    };
+    let before_delete = controllers_usage(&install);
     let delete = delete_all(&apis).await?;
-    let after = usage_now();
+    let after = controllers_usage(&install);
     Ok(Figures {
-        running_p50: times[times.len() / 2],
+        running_p50: percentile(&times, 50),
+        running_p99: percentile(&times, 99),
         running_last: times[times.len() - 1],
         delete,
         writes_per_pool,
+        reconciles_per_pool,
+        usage: Usage {
+            cpu_seconds: usage.cpu_seconds - before.cpu_seconds + after.cpu_seconds
+                - before_delete.cpu_seconds,
+            peak_rss_bytes: usage.peak_rss_bytes.max(after.peak_rss_bytes),
+        },
+        restart,
+    })
+}
+
+/// Creates Cluster `cluster` seeing its own Nodes through `scoped`, and its
+/// `pools` pools of `replicas`, whose Nodes carry the Cluster's label.
+async fn create_cluster(
+    install: &Install,
+    scoped: &ScopedWorkload,
+    cluster: String,
+    pools: i32,
+    replicas: i32,
+) -> anyhow::Result<()> {
+    let (client, ns, modules) = (&install.client, &install.ns, &install.modules);
+    let kubeconfig = scoped.kubeconfig_secret(ns, &cluster)?;
+    install
+        .objects
+        .create_cluster_objects(client, &kubeconfig, ns, &cluster, modules)
+        .await?;
+    flows::create(client, &ClusterBuilder::new(ns, &cluster).build()).await?;
+    let mut providers: Providers = install.objects.providers(modules);
+    providers.infrastructure.1["nodeLabels"] = json!({ CLUSTER_LABEL: cluster });
+    for p in 0..pools {
+        let pool = MachinePoolBuilder::new(ns, &format!("{cluster}-p{p}"), &cluster)
+            .replicas(replicas)
+            .build();
+        flows::create_pool(client, &pool, &providers).await?;
+    }
+    Ok(())
+}
+
+/// Stops the operator with every pool at rest and starts it again.
+async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Restart> {
+    let client = install.client.clone();
+    let at_rest = quiet(&client).await?;
+    let stopped = Instant::now();
+    install.restart_operator().await;
+    let before = controllers_usage(install);
+    while pool_reconciles(install).await? < pools {
+        if stopped.elapsed() > TIMEOUT {
+            bail!("the restarted operator did not reconcile every pool in {TIMEOUT:?}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let seconds = stopped.elapsed().as_secs_f64();
+    let rested = quiet(&client).await?;
+    let after = controllers_usage(install);
+    Ok(Restart {
+        seconds,
+        writes: rested
+            .into_iter()
+            .map(|(resource, n)| {
+                let before = at_rest.get(&resource).copied().unwrap_or(0.0);
+                (resource, n - before)
+            })
+            .filter(|(_, n)| *n > 0.0)
+            .collect(),
         usage: Usage {
             cpu_seconds: after.cpu_seconds - before.cpu_seconds,
             peak_rss_bytes: after.peak_rss_bytes,
         },
     })
+}
+
+/// Waits until the management API server has seen no write for [`QUIET`];
+/// the writes so far, by resource.
+async fn quiet(client: &kube::Client) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut writes_then = writes(client).await?;
+    let mut last = writes_then.values().sum::<f64>();
+    let mut since = Instant::now();
+    let waiting = Instant::now();
+    while since.elapsed() < QUIET {
+        if waiting.elapsed() > TIMEOUT {
+            bail!("the fleet never came to rest");
+        }
+        tokio::time::sleep(POLL).await;
+        let writes_now = writes(client).await?;
+        let now = writes_now.values().sum::<f64>();
+        if now > last {
+            (last, since, writes_then) = (now, Instant::now(), writes_now);
+        }
+    }
+    Ok(writes_then)
+}
+
+/// CPU and peak memory of the controller processes.
+fn controllers_usage(install: &Install) -> Usage {
+    let mut pids = vec![install.operator.process_id()];
+    pids.extend(
+        install
+            .upstream
+            .as_ref()
+            .map(testenv::upstream::UpstreamManager::process_id),
+    );
+    pids.into_iter()
+        .map(usage::of_tree)
+        .fold(Usage::default(), |sum, u| Usage {
+            cpu_seconds: sum.cpu_seconds + u.cpu_seconds,
+            peak_rss_bytes: sum.peak_rss_bytes + u.peak_rss_bytes,
+        })
+}
+
+/// MachinePool reconciles capwasm's operator has made since it started.
+async fn pool_reconciles(install: &Install) -> anyhow::Result<f64> {
+    let (status, text) = install.operator.get("/metrics").await;
+    if status != 200 {
+        bail!("the operator's /metrics answered {status}");
+    }
+    Ok(text
+        .lines()
+        .find(|l| l.starts_with("capwasm_reconcile_total{controller=\"machinepool\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0))
+}
+
+/// The `p`th percentile of sorted `times`.
+fn percentile(times: &[f64], p: usize) -> f64 {
+    let index = (times.len() * p).div_ceil(100).saturating_sub(1);
+    times.get(index).copied().unwrap_or(f64::NAN)
 }
 
 /// Requests the management API server has served that wrote, by anyone,

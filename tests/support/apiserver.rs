@@ -232,7 +232,7 @@ impl ApiServer {
 }
 
 /// A Secret of Cluster API's type, labelled with the cluster's name.
-fn cluster_secret<const N: usize>(
+pub(crate) fn cluster_secret<const N: usize>(
     namespace: &str,
     name: &str,
     cluster: &str,

@@ -191,7 +191,21 @@ impl Objects {
         name: &str,
         modules: &Modules,
     ) -> Result<()> {
-        create(client, &workload.kubeconfig_secret(namespace, name)?).await?;
+        let kubeconfig = workload.kubeconfig_secret(namespace, name)?;
+        self.create_cluster_objects(client, &kubeconfig, namespace, name, modules)
+            .await
+    }
+
+    /// The same with `kubeconfig` as the Cluster's kubeconfig Secret.
+    pub async fn create_cluster_objects(
+        &self,
+        client: &Client,
+        kubeconfig: &Secret,
+        namespace: &str,
+        name: &str,
+        modules: &Modules,
+    ) -> Result<()> {
+        create(client, kubeconfig).await?;
         let mut config = self.sim_config();
         config["controlPlaneHost"] = json!("127.0.0.1");
         create(

@@ -5,6 +5,7 @@
 //! the provider modules in service.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use kube::Client;
 
@@ -238,6 +239,22 @@ impl Install {
     /// If it cannot be killed, or the new one does not lead within a minute.
     pub async fn kill_and_restart_operator(&mut self) {
         self.operator.kill().await;
+        self.start_operator_again().await;
+    }
+
+    /// Stops `capwasm run` as Kubernetes does (SIGTERM: it finishes its
+    /// reconciles and gives up its Lease) and starts it again with the same
+    /// flags, as the admin; waits until the new process leads.
+    ///
+    /// # Panics
+    ///
+    /// If it does not stop within 30 s, or the new one does not lead within a minute.
+    pub async fn restart_operator(&mut self) {
+        self.operator.terminate(Duration::from_secs(30)).await;
+        self.start_operator_again().await;
+    }
+
+    async fn start_operator_again(&mut self) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         self.operator =
             OperatorProcess::start(self.env.management(), &self.ns, "capwasm", &args).await;

@@ -31,6 +31,7 @@ mod probe;
 mod process;
 pub mod registry;
 mod rundir;
+pub mod scoped;
 mod stack;
 pub mod upstream;
 pub mod usage;

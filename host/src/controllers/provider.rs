@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::api::conditions::Desired;
 use crate::api::provider::{HasProviderStatus, ServedBy};
 use crate::api::{
-    CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, Reason, WasmBootstrapConfig,
-    WasmCluster, WasmMachinePool,
+    CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, ProviderModule, Reason,
+    WasmBootstrapConfig, WasmCluster, WasmMachinePool,
 };
 use crate::wasm::types::{self, ProviderError};
 use crate::wasm::{CallError, LoadedProvider, World};
@@ -197,6 +197,16 @@ where
     // The version that will serve this object: a canary's share goes to it.
     let uid = scope.object.meta().uid.clone().unwrap_or_default();
     let Some((provider, _)) = ctx.runtime.registry().pick(&name, &uid) else {
+        if loading(&module) {
+            // Served before, not yet by this process (it is starting, say):
+            // its install brings the object back, and an object at rest
+            // says nothing meanwhile rather than "not ready", then "ready".
+            scope.defer_status = true;
+            return Ok(wait(
+                Reason::ProviderNotReady,
+                format!("ProviderModule {name:?} is being put in service"),
+            ));
+        }
         let why = module
             .status
             .as_ref()
@@ -221,6 +231,16 @@ where
         credentials,
     });
     Ok(Outcome::Continue)
+}
+
+/// Whether `module` says a version of it is in service for its current
+/// spec: then a process that has none yet is loading it.
+fn loading(module: &ProviderModule) -> bool {
+    module.status.as_ref().is_some_and(|s| {
+        s.phase.as_deref() == Some("Ready")
+            && s.active_digest.is_some()
+            && s.observed_generation == module.metadata.generation
+    })
 }
 
 fn wait(reason: Reason, message: String) -> Outcome {
