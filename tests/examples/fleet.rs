@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::{FutureExt as _, StreamExt as _, TryStreamExt as _};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 use testenv::flows::{self, Apis, Providers};
@@ -36,6 +37,9 @@ use testenv::usage::{self, Usage};
 
 const TIMEOUT: Duration = Duration::from_secs(900);
 const POLL: Duration = Duration::from_millis(200);
+const DELETE_POLL: Duration = Duration::from_secs(1);
+/// How often progress is printed (to stderr).
+const PROGRESS: Duration = Duration::from_secs(10);
 /// Clusters created at once: as a CI job or GitOps tool applies a fleet.
 const CREATING: usize = 8;
 /// How long the management API server must see no write to call the fleet at rest.
@@ -176,12 +180,41 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     let before = controllers_usage(&install);
     let writes_before = writes(&client).await?;
     let started = Instant::now();
-    futures::stream::iter(0..clusters)
-        .map(|c| create_cluster(&install, &scoped, format!("c{c}"), pools, replicas))
+    let create = futures::stream::iter(0..clusters)
+        .map(|c| {
+            let cluster = format!("c{c}");
+            create_cluster(&install, &scoped, cluster.clone(), pools, replicas)
+                .map(move |r| r.with_context(|| format!("creating Cluster {cluster}")))
+        })
         .buffer_unordered(CREATING)
-        .try_collect::<()>()
-        .await?;
-    let times = running_times(&apis, usize::try_from(clusters * pools)?, replicas, started).await?;
+        .try_collect::<()>();
+    let create = create.map(|created| {
+        eprintln!(
+            "    {:>5.0}s: every object created",
+            started.elapsed().as_secs_f64()
+        );
+        created
+    });
+    let total = usize::try_from(clusters * pools)?;
+    let cpu_before = cpu_by_process(&install);
+    let profiled = profile(&client, "running");
+    let (created, times, ()) = futures::join!(
+        create,
+        running_times(&apis, total, replicas, started),
+        profiled
+    );
+    created?;
+    let times = times?;
+    let cpu: Vec<String> = cpu_by_process(&install)
+        .iter()
+        .zip(cpu_before)
+        .map(|((name, after), (_, before))| format!("{name} {:.1}s", after - before))
+        .collect();
+    eprintln!(
+        "    {:>5.0}s: every pool Running; cpu: {}",
+        started.elapsed().as_secs_f64(),
+        cpu.join(", ")
+    );
     // Per pool, less the fleet's own creation (per Cluster its kubeconfig
     // Secret, WasmCluster and itself; per pool its provider objects and itself).
     let pool_count = f64::from(clusters * pools);
@@ -205,7 +238,8 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         Core::Upstream => None,
     };
     let before_delete = controllers_usage(&install);
-    let delete = delete_all(&apis).await?;
+    let (delete, ()) = futures::join!(delete_all(&apis), profile(&client, "deleting"));
+    let delete = delete?;
     let after = controllers_usage(&install);
     Ok(Figures {
         running_p50: percentile(&times, 50),
@@ -321,6 +355,49 @@ fn controllers_usage(install: &Install) -> Usage {
         })
 }
 
+/// With `FLEET_PROFILE=DIR`: a 30 s CPU profile of the management API
+/// server, 10 s into `stage`, as `DIR/apiserver-<stage>.pprof` (read it with
+/// `go tool pprof -top`).
+async fn profile(client: &kube::Client, stage: &str) {
+    let Some(dir) = std::env::var_os("FLEET_PROFILE") else {
+        return;
+    };
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let path = std::path::Path::new(&dir).join(format!("apiserver-{stage}.pprof"));
+    let taken = async {
+        let request = http::Request::get("/debug/pprof/profile?seconds=30")
+            .body(kube::client::Body::empty())?;
+        let body = client.send(request).await?.into_body().collect_bytes().await?;
+        std::fs::write(&path, body)?;
+        anyhow::Ok(())
+    };
+    match taken.await {
+        Ok(()) => eprintln!("    profile of the API server: {}", path.display()),
+        Err(error) => eprintln!("    no profile of the API server: {error:#}"),
+    }
+}
+
+/// CPU seconds so far of each process on the machine's two cores.
+fn cpu_by_process(install: &Install) -> Vec<(&'static str, f64)> {
+    let management = install.env.management();
+    let mut processes = vec![
+        ("operator", install.operator.process_id()),
+        ("management apiserver", management.pid()),
+        ("etcd", management.etcd_pid()),
+        ("harness and cloud", std::process::id()),
+    ];
+    if let Some(workload) = install.env.workload() {
+        processes.push(("workload apiserver", workload.pid()));
+    }
+    if let Some(upstream) = &install.upstream {
+        processes.push(("upstream manager", upstream.process_id()));
+    }
+    processes
+        .into_iter()
+        .map(|(name, pid)| (name, usage::of_process(pid).cpu_seconds))
+        .collect()
+}
+
 /// MachinePool reconciles capwasm's operator has made since it started.
 async fn pool_reconciles(install: &Install) -> anyhow::Result<f64> {
     let (status, text) = install.operator.get("/metrics").await;
@@ -376,7 +453,8 @@ async fn writes(client: &kube::Client) -> anyhow::Result<BTreeMap<String, f64>> 
 }
 
 /// Seconds from `started` until each pool was first seen Running with all
-/// `replicas` Nodes, sorted.
+/// `replicas` Nodes, sorted; watched, so that the harness does not load the
+/// API server it measures.
 async fn running_times(
     apis: &Apis,
     total: usize,
@@ -384,25 +462,39 @@ async fn running_times(
     started: Instant,
 ) -> anyhow::Result<Vec<f64>> {
     let mut running: BTreeMap<String, f64> = BTreeMap::new();
+    let mut pools = watcher(apis.pools.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let mut report = Instant::now();
     while running.len() < total {
-        if started.elapsed() > TIMEOUT {
+        let left = TIMEOUT.saturating_sub(started.elapsed());
+        let Ok(next) = tokio::time::timeout(left, pools.try_next()).await else {
             bail!(
                 "{} of {total} pools Running after {TIMEOUT:?}",
                 running.len()
             );
+        };
+        let pool = next
+            .context("watching MachinePools")?
+            .context("the MachinePool watch ended")?;
+        let done = pool.status.as_ref().is_some_and(|s| {
+            s.phase.as_deref() == Some("Running")
+                && i32::try_from(s.node_refs.len()).ok() == Some(replicas)
+        });
+        if done {
+            running
+                .entry(kube::ResourceExt::name_any(&pool))
+                .or_insert_with(|| started.elapsed().as_secs_f64());
         }
-        for pool in apis.pools.list(&ListParams::default()).await? {
-            let done = pool.status.as_ref().is_some_and(|s| {
-                s.phase.as_deref() == Some("Running")
-                    && i32::try_from(s.node_refs.len()).ok() == Some(replicas)
-            });
-            if done {
-                running
-                    .entry(kube::ResourceExt::name_any(&pool))
-                    .or_insert_with(|| started.elapsed().as_secs_f64());
-            }
+        if report.elapsed() >= PROGRESS {
+            report = Instant::now();
+            eprintln!(
+                "    {:>5.0}s: {} of {total} pools Running",
+                started.elapsed().as_secs_f64(),
+                running.len()
+            );
         }
-        tokio::time::sleep(POLL).await;
     }
     let mut times: Vec<f64> = running.into_values().collect();
     times.sort_by(f64::total_cmp);
@@ -412,23 +504,57 @@ async fn running_times(
 /// Deletes every Cluster; seconds until they and their pools are gone.
 async fn delete_all(apis: &Apis) -> anyhow::Result<f64> {
     let deleting = Instant::now();
-    apis.clusters
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
+    // One by one, as `kubectl delete clusters --all` does: a single
+    // collection delete of a large fleet outlasts the API server's request timeout.
+    let names: Vec<String> = apis
+        .clusters
+        .list_metadata(&ListParams::default())
+        .await
+        .context("listing Clusters")?
+        .items
+        .iter()
+        .map(kube::ResourceExt::name_any)
+        .collect();
+    futures::stream::iter(names)
+        .map(|name| async move {
+            match apis.clusters.delete(&name, &DeleteParams::default()).await {
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                Ok(_) => Ok(()),
+                Err(error) => Err(anyhow::Error::new(error).context(format!("deleting Cluster {name}"))),
+            }
+        })
+        .buffer_unordered(CREATING)
+        .try_collect::<()>()
         .await?;
+    let mut report = Instant::now();
     loop {
         let left = apis
             .clusters
-            .list(&ListParams::default())
-            .await?
+            .list_metadata(&ListParams::default())
+            .await
+            .context("listing Clusters")?
             .items
             .len()
-            + apis.pools.list(&ListParams::default()).await?.items.len();
+            + apis
+                .pools
+                .list_metadata(&ListParams::default())
+                .await
+                .context("listing MachinePools")?
+                .items
+                .len();
         if left == 0 {
             return Ok(deleting.elapsed().as_secs_f64());
         }
         if deleting.elapsed() > TIMEOUT {
             bail!("{left} Clusters and MachinePools left after {TIMEOUT:?}");
         }
-        tokio::time::sleep(POLL).await;
+        if report.elapsed() >= PROGRESS {
+            report = Instant::now();
+            eprintln!(
+                "    {:>5.0}s: {left} Clusters and MachinePools left",
+                deleting.elapsed().as_secs_f64()
+            );
+        }
+        tokio::time::sleep(DELETE_POLL).await;
     }
 }

@@ -25,6 +25,14 @@ pub fn of_tree(pid: u32) -> Usage {
     usage
 }
 
+/// The usage of `pid` alone.
+pub fn of_process(pid: u32) -> Usage {
+    Usage {
+        cpu_seconds: cpu_seconds(pid).unwrap_or(0.0),
+        peak_rss_bytes: peak_rss_bytes(pid).unwrap_or(0),
+    }
+}
+
 /// utime + stime of `/proc/<pid>/stat`, in clock ticks of 1/100 s (Linux's
 /// USER_HZ everywhere but some exotic builds).
 fn cpu_seconds(pid: u32) -> Option<f64> {

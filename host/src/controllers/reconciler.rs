@@ -327,7 +327,7 @@ async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<
     if scope.status == before {
         return Ok(());
     }
-    write::status(ctx, author::<K>(), &*scope.object, &scope.status).await?;
+    write::status(ctx, author::<K>(), &*scope.object, &before, &scope.status).await?;
     let reference = scope.reference();
     ctx.announce(&reference, before.conditions(), scope.status.conditions())
         .await;
