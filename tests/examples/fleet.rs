@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
 use futures::{FutureExt as _, StreamExt as _, TryStreamExt as _};
-use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::api::{DeleteParams, ListParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use testenv::flows::{self, Apis, Providers};
 use testenv::install::{Core, Install};
@@ -169,12 +169,8 @@ async fn main() -> anyhow::Result<()> {
 /// The fleet under `core`, from nothing to deleted.
 async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::Result<Figures> {
     let mut install = Install::with_core("fleet", core).await;
-    let workload = install
-        .env
-        .workload()
-        .context("a workload server")?
-        .client()?;
-    let scoped = ScopedWorkload::start(workload).await?;
+    let scoped =
+        ScopedWorkload::start(install.env.workload().context("a workload server")?).await?;
     let client = install.client.clone();
     let apis = Apis::new(&client, &install.ns);
     let before = controllers_usage(&install);
@@ -197,6 +193,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     });
     let total = usize::try_from(clusters * pools)?;
     let cpu_before = cpu_by_process(&install);
+    let requests_before = requests(&client).await?;
     let profiled = profile(&client, "running");
     let (created, times, ()) = futures::join!(
         create,
@@ -214,6 +211,14 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         "    {:>5.0}s: every pool Running; cpu: {}",
         started.elapsed().as_secs_f64(),
         cpu.join(", ")
+    );
+    eprintln!(
+        "    requests per pool: {}",
+        requests_per_pool(
+            &requests_before,
+            &requests(&client).await?,
+            f64::from(clusters * pools)
+        )
     );
     // Per pool, less the fleet's own creation (per Cluster its kubeconfig
     // Secret, WasmCluster and itself; per pool its provider objects and itself).
@@ -288,6 +293,7 @@ async fn create_cluster(
 async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Restart> {
     let client = install.client.clone();
     let at_rest = quiet(&client).await?;
+    let statuses_before = statuses(install).await?;
     let stopped = Instant::now();
     install.restart_operator().await;
     let before = controllers_usage(install);
@@ -300,6 +306,25 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
     let seconds = stopped.elapsed().as_secs_f64();
     let rested = quiet(&client).await?;
     let after = controllers_usage(install);
+    let statuses_after = statuses(install).await?;
+    let mut shown = BTreeMap::<&str, usize>::new();
+    for (key, before) in &statuses_before {
+        let Some(now) = statuses_after.get(key) else {
+            continue;
+        };
+        let mut changed = Vec::new();
+        diff("", before, now, &mut changed);
+        let count = shown.entry(key.0).or_default();
+        if !changed.is_empty() && *count < 3 {
+            *count += 1;
+            eprintln!(
+                "    changed by the restart: {} {}: {}",
+                key.0,
+                key.1,
+                changed.join("; ")
+            );
+        }
+    }
     Ok(Restart {
         seconds,
         writes: rested
@@ -315,6 +340,53 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
             peak_rss_bytes: after.peak_rss_bytes,
         },
     })
+}
+
+/// The status of every MachinePool and WasmMachinePool, by (kind, name).
+async fn statuses(
+    install: &Install,
+) -> anyhow::Result<BTreeMap<(&'static str, String), serde_json::Value>> {
+    let apis = Apis::new(&install.client, &install.ns);
+    let mut all = BTreeMap::new();
+    for pool in apis.pools.list(&ListParams::default()).await? {
+        let name = kube::ResourceExt::name_any(&pool);
+        all.insert(("MachinePool", name), serde_json::to_value(&pool.status)?);
+    }
+    for pool in apis.infra_pools.list(&ListParams::default()).await? {
+        let name = kube::ResourceExt::name_any(&pool);
+        all.insert(
+            ("WasmMachinePool", name),
+            serde_json::to_value(&pool.status)?,
+        );
+    }
+    Ok(all)
+}
+
+/// The paths where `after` differs from `before`, with the new values.
+fn diff(path: &str, before: &serde_json::Value, after: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (key, value) in a {
+                diff(
+                    &format!("{path}.{key}"),
+                    b.get(key).unwrap_or(&Value::Null),
+                    value,
+                    out,
+                );
+            }
+            for key in b.keys().filter(|k| !a.contains_key(*k)) {
+                out.push(format!("{path}.{key} removed"));
+            }
+        }
+        (Value::Array(b), Value::Array(a)) if a.len() == b.len() => {
+            for (i, (b, a)) in b.iter().zip(a).enumerate() {
+                diff(&format!("{path}[{i}]"), b, a, out);
+            }
+        }
+        _ if before != after => out.push(format!("{path}: {before} -> {after}")),
+        _ => {}
+    }
 }
 
 /// Waits until the management API server has seen no write for [`QUIET`];
@@ -367,7 +439,12 @@ async fn profile(client: &kube::Client, stage: &str) {
     let taken = async {
         let request = http::Request::get("/debug/pprof/profile?seconds=30")
             .body(kube::client::Body::empty())?;
-        let body = client.send(request).await?.into_body().collect_bytes().await?;
+        let body = client
+            .send(request)
+            .await?
+            .into_body()
+            .collect_bytes()
+            .await?;
         std::fs::write(&path, body)?;
         anyhow::Ok(())
     };
@@ -422,34 +499,86 @@ fn percentile(times: &[f64], p: usize) -> f64 {
 /// leader Leases apart (`apiserver_request_total`, 2xx), by resource
 /// (`machinepools` counts spec, status and scale).
 async fn writes(client: &kube::Client) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut by_resource = BTreeMap::new();
+    for (request, count) in requests(client).await? {
+        let read = matches!(request.verb.as_str(), "GET" | "LIST" | "WATCH" | "CONNECT");
+        // Refused writes (conflicts, say) changed nothing: not counted.
+        if read || request.resource == "leases" || !request.code.starts_with('2') {
+            continue;
+        }
+        *by_resource.entry(request.resource).or_insert(0.0) += count;
+    }
+    Ok(by_resource)
+}
+
+/// One line of `apiserver_request_total`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Request {
+    verb: String,
+    resource: String,
+    subresource: String,
+    code: String,
+}
+
+/// Every request the management API server has served, by verb, resource,
+/// subresource and code.
+async fn requests(client: &kube::Client) -> anyhow::Result<BTreeMap<Request, f64>> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await?;
-    let mut by_resource = BTreeMap::new();
+    let mut counts = BTreeMap::new();
     for line in text
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
     {
         let label = |name: &str| {
-            line.split(&format!("{name}=\""))
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
+            [format!(",{name}=\""), format!("{{{name}=\"")]
+                .iter()
+                .find_map(|key| line.split_once(key.as_str()))
+                .and_then(|(_, rest)| rest.split('"').next())
                 .unwrap_or_default()
+                .to_owned()
         };
-        let read = matches!(label("verb"), "GET" | "LIST" | "WATCH" | "CONNECT");
-        // Refused writes (conflicts, say) changed nothing: not counted.
-        if read || label("resource") == "leases" || !label("code").starts_with('2') {
-            continue;
-        }
         let count = line
             .rsplit(' ')
             .next()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
-        *by_resource
-            .entry(label("resource").to_owned())
-            .or_insert(0.0) += count;
+        let request = Request {
+            verb: label("verb"),
+            resource: label("resource"),
+            subresource: label("subresource"),
+            code: label("code"),
+        };
+        *counts.entry(request).or_insert(0.0) += count;
     }
-    Ok(by_resource)
+    Ok(counts)
+}
+
+/// The requests per pool between `before` and `after`, most first.
+fn requests_per_pool(
+    before: &BTreeMap<Request, f64>,
+    after: &BTreeMap<Request, f64>,
+    pools: f64,
+) -> String {
+    let mut delta: Vec<(&Request, f64)> = after
+        .iter()
+        .map(|(r, n)| (r, (n - before.get(r).copied().unwrap_or(0.0)) / pools))
+        .filter(|(_, n)| *n >= 0.05)
+        .collect();
+    delta.sort_by(|a, b| b.1.total_cmp(&a.1));
+    delta
+        .iter()
+        .take(16)
+        .map(|(r, n)| {
+            let sub = if r.subresource.is_empty() {
+                String::new()
+            } else {
+                format!("/{}", r.subresource)
+            };
+            format!("{} {}{sub} {}: {n:.1}", r.verb, r.resource, r.code)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Seconds from `started` until each pool was first seen Running with all
@@ -520,7 +649,9 @@ async fn delete_all(apis: &Apis) -> anyhow::Result<f64> {
             match apis.clusters.delete(&name, &DeleteParams::default()).await {
                 Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
                 Ok(_) => Ok(()),
-                Err(error) => Err(anyhow::Error::new(error).context(format!("deleting Cluster {name}"))),
+                Err(error) => {
+                    Err(anyhow::Error::new(error).context(format!("deleting Cluster {name}")))
+                }
             }
         })
         .buffer_unordered(CREATING)

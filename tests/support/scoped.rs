@@ -16,8 +16,9 @@ use axum::response::{IntoResponse as _, Response};
 use axum::routing::any;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
+use kube::config::Kubeconfig;
 
-use crate::Result;
+use crate::{ApiServer, Result};
 
 /// The Node label saying which Cluster a Node belongs to.
 pub const CLUSTER_LABEL: &str = "tests.capwasm.dev/cluster";
@@ -28,53 +29,55 @@ const MAX_REQUEST: usize = 4 << 20;
 /// The proxy; it stops when dropped.
 pub struct ScopedWorkload {
     address: SocketAddr,
+    /// The workload server's own kubeconfig, its server replaced per Cluster.
+    kubeconfig: Kubeconfig,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ScopedWorkload {
-    /// Serves the API server `client` talks to on a loopback port.
+    /// Serves `workload` on a loopback port.
     ///
     /// # Errors
     ///
-    /// If no loopback port can be bound.
-    pub async fn start(client: Client) -> Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|source| crate::Error::Io {
-                path: "127.0.0.1:0".into(),
-                source,
-            })?;
-        let address = listener.local_addr().map_err(|source| crate::Error::Io {
+    /// If no loopback port can be bound, or no client for `workload` built.
+    pub async fn start(workload: &ApiServer) -> Result<Self> {
+        let io = |source| crate::Error::Io {
             path: "127.0.0.1:0".into(),
             source,
-        })?;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(io)?;
+        let address = listener.local_addr().map_err(io)?;
         let app = Router::new()
             .route("/clusters/{cluster}/{*path}", any(forward))
-            .with_state(client);
+            .with_state(workload.client()?);
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::warn!(%error, "the scoped workload proxy stopped");
             }
         });
-        Ok(Self { address, task })
+        Ok(Self {
+            address,
+            kubeconfig: workload.kubeconfig().clone(),
+            task,
+        })
     }
 
-    /// Cluster API's `<cluster>-kubeconfig` Secret for `cluster`'s view.
+    /// Cluster API's `<cluster>-kubeconfig` Secret for `cluster`'s view:
+    /// the workload server's kubeconfig (its CA and credentials, as a real
+    /// one holds) with the proxy as its server.
     ///
     /// # Errors
     ///
     /// Never in practice: the kubeconfig is serialized from a value.
     pub fn kubeconfig_secret(&self, namespace: &str, cluster: &str) -> Result<Secret> {
-        let kubeconfig = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": cluster, "cluster": {
-                "server": format!("http://{}/clusters/{cluster}", self.address),
-            }}],
-            "users": [{"name": cluster, "user": {}}],
-            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster}}],
-            "current-context": cluster,
-        });
+        let mut kubeconfig = self.kubeconfig.clone();
+        for named in &mut kubeconfig.clusters {
+            if let Some(entry) = named.cluster.as_mut() {
+                entry.server = Some(format!("http://{}/clusters/{cluster}", self.address));
+            }
+        }
         let value = serde_yaml_ng::to_string(&kubeconfig)?;
         Ok(crate::apiserver::cluster_secret(
             namespace,

@@ -34,11 +34,7 @@ pub async fn existing(
     let Some(pool) = scope.found.pool.clone() else {
         return Ok(Outcome::Continue);
     };
-    if scope
-        .cluster
-        .as_ref()
-        .is_none_or(|c| c.endpoint().is_none())
-    {
+    if !endpoint_known(scope) {
         return Ok(Outcome::Wait(Wait::on_change(
             Reason::WaitingForControlPlaneEndpoint,
             format!(
@@ -64,6 +60,14 @@ pub async fn existing(
     Ok(Outcome::Continue)
 }
 
+/// Whether the config's Cluster has its control-plane endpoint.
+fn endpoint_known(scope: &Scope<WasmBootstrapConfig>) -> bool {
+    scope
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.endpoint().is_some())
+}
+
 /// Calls the provider for data this generation does not have yet, and
 /// stores it.
 pub async fn generate(
@@ -77,6 +81,11 @@ pub async fn generate(
     ) else {
         return Ok(Outcome::Continue);
     };
+    // `existing` waits for the endpoint; without it a provider can only
+    // ask to be called again later.
+    if !endpoint_known(scope) {
+        return Ok(Outcome::Continue);
+    }
     let config = &scope.object;
     let request = GenerateRequest {
         config_object: provider::object_ref(&**config),

@@ -11,7 +11,8 @@ use serde_json::json;
 
 use super::{CONTROLLER, guest_io};
 use crate::api::provider::{
-    INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, MACHINE_POOL_FINALIZER,
+    INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceStatus,
+    MACHINE_POOL_FINALIZER,
 };
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
 use crate::controllers::cache::cluster_key;
@@ -114,7 +115,12 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     // readiness shows in their Nodes, as with upstream providers.
     let provisioned = status.ready || state.ready;
     status.replicas = Some(i32::try_from(provider_ids.len()).unwrap_or(i32::MAX));
-    status.instances = instances;
+    // While the pool waits, instances moving from one state to the next are
+    // not worth a write each (the provider reports them afresh every call);
+    // a new or gone instance is, and so is the pool becoming ready.
+    if provisioned || !same_instances(&status.instances, &instances) {
+        status.instances = instances;
+    }
     status.ready = provisioned;
     status.initialization = provisioned.then_some(InfrastructureInitialization {
         provisioned: Some(true),
@@ -135,6 +141,15 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     }
     scope.found.done = Some((Reason::Ready, format!("{replicas} instances running")));
     Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
+}
+
+/// Whether `old` and `new` list the same instances, in the same order.
+fn same_instances(old: &[InstanceStatus], new: &[InstanceStatus]) -> bool {
+    old.len() == new.len()
+        && old
+            .iter()
+            .zip(new)
+            .all(|(a, b)| a.id == b.id && a.provider_id == b.provider_id)
 }
 
 /// The providerIDs a pool's provider reported, against what only the host
