@@ -243,8 +243,16 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         Core::Upstream => None,
     };
     let before_delete = controllers_usage(&install);
+    eprintln!(
+        "    reconcile failures so far: {}",
+        failures(&install).await?
+    );
     let (delete, ()) = futures::join!(delete_all(&apis), profile(&client, "deleting"));
     let delete = delete?;
+    eprintln!(
+        "    reconcile failures so far: {}",
+        failures(&install).await?
+    );
     let after = controllers_usage(&install);
     Ok(Figures {
         running_p50: percentile(&times, 50),
@@ -294,6 +302,7 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
     let client = install.client.clone();
     let at_rest = quiet(&client).await?;
     let statuses_before = statuses(install).await?;
+    let seen = tokio::spawn(reasons_seen(Apis::new(&client, &install.ns)));
     let stopped = Instant::now();
     install.restart_operator().await;
     let before = controllers_usage(install);
@@ -307,6 +316,7 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
     let rested = quiet(&client).await?;
     let after = controllers_usage(install);
     let statuses_after = statuses(install).await?;
+    seen.abort();
     let mut shown = BTreeMap::<&str, usize>::new();
     for (key, before) in &statuses_before {
         let Some(now) = statuses_after.get(key) else {
@@ -340,6 +350,72 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
             peak_rss_bytes: after.peak_rss_bytes,
         },
     })
+}
+
+/// Prints each condition reason a WasmMachinePool or MachinePool shows
+/// that it did not show when the watch began, with how many objects showed it.
+async fn reasons_seen(apis: Apis) {
+    let mut first: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let reasons = |conditions: Vec<(String, String, String)>| -> Vec<String> {
+        conditions
+            .into_iter()
+            .map(|(t, s, r)| format!("{t}={s}/{r}"))
+            .collect()
+    };
+    let infra = watcher(apis.infra_pools.clone(), watcher::Config::default())
+        .applied_objects()
+        .map_ok(|p| {
+            let conditions = p
+                .status
+                .as_ref()
+                .map(|s| s.common.conditions.clone())
+                .unwrap_or_default();
+            (
+                format!("WasmMachinePool {}", kube::ResourceExt::name_any(&p)),
+                reasons(
+                    conditions
+                        .into_iter()
+                        .map(|c| (c.type_, c.status, c.reason))
+                        .collect(),
+                ),
+            )
+        })
+        .boxed();
+    let pools = watcher(apis.pools.clone(), watcher::Config::default())
+        .applied_objects()
+        .map_ok(|p| {
+            let conditions = p
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default();
+            (
+                format!("MachinePool {}", kube::ResourceExt::name_any(&p)),
+                reasons(
+                    conditions
+                        .into_iter()
+                        .map(|c| (c.type_, c.status, c.reason))
+                        .collect(),
+                ),
+            )
+        })
+        .boxed();
+    let mut both = futures::stream::select(infra, pools);
+    while let Some(Ok((object, now))) = both.next().await {
+        let Some(initial) = first.get(&object) else {
+            first.insert(object, now);
+            continue;
+        };
+        for reason in now.iter().filter(|r| !initial.contains(r)) {
+            let kind = object.split(' ').next().unwrap_or_default();
+            let count = counts.entry(format!("{kind} {reason}")).or_default();
+            *count += 1;
+            if *count == 1 || count.is_power_of_two() {
+                eprintln!("    during the restart: {kind} {reason} ({count} times)");
+            }
+        }
+    }
 }
 
 /// The status of every MachinePool and WasmMachinePool, by (kind, name).
@@ -487,6 +563,19 @@ async fn pool_reconciles(install: &Install) -> anyhow::Result<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0))
+}
+
+/// The operator's failed reconciles so far, by controller and error.
+async fn failures(install: &Install) -> anyhow::Result<String> {
+    let (status, text) = install.operator.get("/metrics").await;
+    if status != 200 {
+        bail!("the operator's /metrics answered {status}");
+    }
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("capwasm_reconcile_failures_total"))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 /// The `p`th percentile of sorted `times`.

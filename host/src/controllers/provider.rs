@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt as _};
 use serde_json::Value;
 
-use crate::api::conditions::Desired;
+use crate::api::conditions::{self, Desired};
 use crate::api::provider::{HasProviderStatus, ServedBy};
 use crate::api::{
     CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, ProviderModule, Reason,
@@ -301,6 +301,19 @@ where
         _ => None,
     });
     let ready = match (error, waiting, scope.found.done.clone()) {
+        // A ready object whose provider asks to be called again later (its
+        // cloud is busy, say) stays ready: it is called again when asked,
+        // and a condition flipping twice would say nothing that lasts.
+        (
+            Some(Error::Guest(CallError::Provider {
+                error: ProviderError::RetryAfter(_),
+                ..
+            })),
+            _,
+            _,
+        ) if conditions::is_true(&scope.status.common_ref().conditions, ConditionType::Ready) => {
+            return;
+        }
         (Some(error), _, _) => {
             if let Error::Guest(CallError::Provider {
                 error: ProviderError::Terminal(terminal),
