@@ -113,7 +113,7 @@ async fn forward(
         let scope = format!("{CLUSTER_LABEL}={cluster}");
         match query.iter_mut().find(|(k, _)| k == "labelSelector") {
             Some((_, selector)) if !selector.is_empty() => {
-                *selector = format!("{selector},{scope}")
+                *selector = format!("{selector},{scope}");
             }
             Some((_, selector)) => *selector = scope,
             None => query.push(("labelSelector".into(), scope)),
