@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder};
 use futures::{FutureExt as _, StreamExt as _, TryStreamExt as _};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
@@ -323,7 +324,7 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
             continue;
         };
         let mut changed = Vec::new();
-        diff("", before, now, &mut changed);
+        testenv::diff::changes("", before, now, &[], &mut changed);
         let count = shown.entry(key.0).or_default();
         if !changed.is_empty() && *count < 3 {
             *count += 1;
@@ -357,48 +358,20 @@ async fn restart_at_rest(install: &mut Install, pools: f64) -> anyhow::Result<Re
 async fn reasons_seen(apis: Apis) {
     let mut first: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let reasons = |conditions: Vec<(String, String, String)>| -> Vec<String> {
-        conditions
-            .into_iter()
-            .map(|(t, s, r)| format!("{t}={s}/{r}"))
-            .collect()
-    };
     let infra = watcher(apis.infra_pools.clone(), watcher::Config::default())
         .applied_objects()
         .map_ok(|p| {
-            let conditions = p
-                .status
-                .as_ref()
-                .map(|s| s.common.conditions.clone())
-                .unwrap_or_default();
-            (
-                format!("WasmMachinePool {}", kube::ResourceExt::name_any(&p)),
-                reasons(
-                    conditions
-                        .into_iter()
-                        .map(|c| (c.type_, c.status, c.reason))
-                        .collect(),
-                ),
-            )
+            let name = kube::ResourceExt::name_any(&p);
+            let conditions = p.status.map(|s| s.common.conditions).unwrap_or_default();
+            reasons("WasmMachinePool", &name, &conditions)
         })
         .boxed();
     let pools = watcher(apis.pools.clone(), watcher::Config::default())
         .applied_objects()
         .map_ok(|p| {
-            let conditions = p
-                .status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default();
-            (
-                format!("MachinePool {}", kube::ResourceExt::name_any(&p)),
-                reasons(
-                    conditions
-                        .into_iter()
-                        .map(|c| (c.type_, c.status, c.reason))
-                        .collect(),
-                ),
-            )
+            let name = kube::ResourceExt::name_any(&p);
+            let conditions = p.status.map(|s| s.conditions).unwrap_or_default();
+            reasons("MachinePool", &name, &conditions)
         })
         .boxed();
     let mut both = futures::stream::select(infra, pools);
@@ -416,6 +389,15 @@ async fn reasons_seen(apis: Apis) {
             }
         }
     }
+}
+
+/// `<kind> <name>`, and its conditions as `<type>=<status>/<reason>`.
+fn reasons(kind: &str, name: &str, conditions: &[Condition]) -> (String, Vec<String>) {
+    let reasons = conditions
+        .iter()
+        .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+        .collect();
+    (format!("{kind} {name}"), reasons)
 }
 
 /// The status of every MachinePool and WasmMachinePool, by (kind, name).
@@ -436,33 +418,6 @@ async fn statuses(
         );
     }
     Ok(all)
-}
-
-/// The paths where `after` differs from `before`, with the new values.
-fn diff(path: &str, before: &serde_json::Value, after: &serde_json::Value, out: &mut Vec<String>) {
-    use serde_json::Value;
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => {
-            for (key, value) in a {
-                diff(
-                    &format!("{path}.{key}"),
-                    b.get(key).unwrap_or(&Value::Null),
-                    value,
-                    out,
-                );
-            }
-            for key in b.keys().filter(|k| !a.contains_key(*k)) {
-                out.push(format!("{path}.{key} removed"));
-            }
-        }
-        (Value::Array(b), Value::Array(a)) if a.len() == b.len() => {
-            for (i, (b, a)) in b.iter().zip(a).enumerate() {
-                diff(&format!("{path}[{i}]"), b, a, out);
-            }
-        }
-        _ if before != after => out.push(format!("{path}: {before} -> {after}")),
-        _ => {}
-    }
 }
 
 /// Waits until the management API server has seen no write for [`QUIET`];

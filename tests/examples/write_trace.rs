@@ -21,6 +21,14 @@ use serde_json::Value;
 use testenv::flows::Apis;
 use testenv::install::{Core, Install};
 
+/// What changes with every write, left out of the changes shown.
+const NOISE: [&str; 4] = [
+    ".metadata.resourceVersion",
+    ".metadata.managedFields",
+    ".metadata.generation",
+    ".lastTransitionTime",
+];
+
 /// The kinds traced, as (group, version, kind, plural).
 const KINDS: [(&str, &str, &str, &str); 5] = [
     ("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
@@ -257,7 +265,7 @@ async fn print_changes(
         let key = format!("{kind}/{name}");
         let mut diffs = Vec::new();
         match last.get(&key) {
-            Some(before) => diff("", before, &object, &mut diffs),
+            Some(before) => testenv::diff::changes("", before, &object, &NOISE, &mut diffs),
             None if kind == "Event" => diffs.push(format!(
                 "{} {}: {}",
                 object["type"].as_str().unwrap_or_default(),
@@ -285,68 +293,5 @@ async fn print_changes(
                 .or_default() += 1;
         }
         last.insert(key, object);
-    }
-}
-
-/// The paths where `after` differs from `before`, with both values
-/// (metadata that changes with every write left out).
-fn diff(path: &str, before: &Value, after: &Value, out: &mut Vec<String>) {
-    const NOISE: [&str; 4] = [
-        ".metadata.resourceVersion",
-        ".metadata.managedFields",
-        ".metadata.generation",
-        ".lastTransitionTime",
-    ];
-    if NOISE.iter().any(|n| path.ends_with(n)) {
-        return;
-    }
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => {
-            for (key, value) in a {
-                diff(
-                    &format!("{path}.{key}"),
-                    b.get(key).unwrap_or(&Value::Null),
-                    value,
-                    out,
-                );
-            }
-            for key in b.keys().filter(|k| !a.contains_key(*k)) {
-                out.push(format!("{path}.{key} removed"));
-            }
-        }
-        // Conditions by type, the way a reader compares them.
-        (Value::Array(b), Value::Array(a))
-            if a.iter().chain(b).all(|c| c.get("type").is_some()) =>
-        {
-            let by_type = |list: &Vec<Value>| -> BTreeMap<String, Value> {
-                list.iter()
-                    .map(|c| (c["type"].as_str().unwrap_or_default().to_owned(), c.clone()))
-                    .collect()
-            };
-            let (b, a) = (by_type(b), by_type(a));
-            for (type_, condition) in &a {
-                diff(
-                    &format!("{path}[{type_}]"),
-                    b.get(type_).unwrap_or(&Value::Null),
-                    condition,
-                    out,
-                );
-            }
-            for type_ in b.keys().filter(|t| !a.contains_key(*t)) {
-                out.push(format!("{path}[{type_}] removed"));
-            }
-        }
-        (b, a) if b != a => {
-            let short = |v: &Value| {
-                let text = v.to_string();
-                if text.chars().count() > 60 {
-                    format!("{}…", text.chars().take(60).collect::<String>())
-                } else {
-                    text
-                }
-            };
-            out.push(format!("{path}: {} → {}", short(b), short(a)));
-        }
-        _ => {}
     }
 }
