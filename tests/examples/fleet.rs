@@ -254,6 +254,14 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         "    reconcile failures so far: {}",
         failures(&install).await?
     );
+    for line in install
+        .operator
+        .log_lines(|l| l.contains("reconcile failed"))
+        .iter()
+        .take(4)
+    {
+        eprintln!("    {}", line.chars().take(600).collect::<String>());
+    }
     let after = controllers_usage(&install);
     Ok(Figures {
         running_p50: percentile(&times, 50),
