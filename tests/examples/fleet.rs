@@ -244,24 +244,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         Core::Upstream => None,
     };
     let before_delete = controllers_usage(&install);
-    eprintln!(
-        "    reconcile failures so far: {}",
-        failures(&install).await?
-    );
-    let (delete, ()) = futures::join!(delete_all(&apis), profile(&client, "deleting"));
-    let delete = delete?;
-    eprintln!(
-        "    reconcile failures so far: {}",
-        failures(&install).await?
-    );
-    for line in install
-        .operator
-        .log_lines(|l| l.contains("reconcile failed"))
-        .iter()
-        .take(4)
-    {
-        eprintln!("    {}", line.chars().take(600).collect::<String>());
-    }
+    let delete = delete_reporting(&install, &apis).await?;
     let after = controllers_usage(&install);
     Ok(Figures {
         running_p50: percentile(&times, 50),
@@ -680,6 +663,30 @@ async fn running_times(
     let mut times: Vec<f64> = running.into_values().collect();
     times.sort_by(f64::total_cmp);
     Ok(times)
+}
+
+/// [`delete_all`], with the operator's failed reconciles before and after,
+/// the first of their log lines, and on request a profile.
+async fn delete_reporting(install: &Install, apis: &Apis) -> anyhow::Result<f64> {
+    eprintln!(
+        "    reconcile failures so far: {}",
+        failures(install).await?
+    );
+    let (delete, ()) = futures::join!(delete_all(apis), profile(&install.client, "deleting"));
+    let delete = delete?;
+    eprintln!(
+        "    reconcile failures so far: {}",
+        failures(install).await?
+    );
+    for line in install
+        .operator
+        .log_lines(|l| l.contains("reconcile failed"))
+        .iter()
+        .take(4)
+    {
+        eprintln!("    {}", line.chars().take(600).collect::<String>());
+    }
+    Ok(delete)
 }
 
 /// Deletes every Cluster; seconds until they and their pools are gone.
