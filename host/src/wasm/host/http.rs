@@ -8,7 +8,10 @@
 //! Open requests hold permits until their connection closes: one of the
 //! call's, one of the provider's, and one of the runtime's, which bounds the
 //! sockets guests can hold all together, so that the operator's own clients
-//! always have descriptors left.
+//! always have descriptors left. The call's are refused at once (they
+//! count what the guest itself does); the provider's and the runtime's are
+//! shared with other calls, so a request waits for one, within its connect
+//! timeout, rather than failing because the fleet is busy.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -97,32 +100,19 @@ impl EgressPolicy {
             .clone()
     }
 
-    /// Permits for one more request, or the limit it would cross.
-    fn admit(&mut self) -> Result<[OwnedSemaphorePermit; 3], &'static str> {
+    /// The call's own permit for one more request, or the limit it would
+    /// cross: what one call sends is the guest's doing, refused at once.
+    fn admit(&mut self) -> Result<OwnedSemaphorePermit, &'static str> {
         self.sent = self.sent.saturating_add(1);
         if self.sent > self.egress.limits.requests_per_call {
             return Err("requests_per_call");
         }
         let per_call = self.egress.limits.in_flight_per_call as usize;
-        let call = self
-            .in_flight
+        self.in_flight
             .get_or_insert_with(|| Arc::new(Semaphore::new(per_call)))
             .clone()
             .try_acquire_owned()
-            .map_err(|_| "in_flight_per_call")?;
-        let provider = self
-            .egress
-            .in_flight
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| "in_flight_per_provider")?;
-        let runtime = self
-            .egress
-            .connections
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| "connections")?;
-        Ok([call, provider, runtime])
+            .map_err(|_| "in_flight_per_call")
     }
 
     fn refused(&self, limit: &'static str) {
@@ -190,8 +180,8 @@ impl WasiHttpHooks for EgressPolicy {
             self.refused("request_body");
             return Box::new(async move { Err(Error::HttpRequestBodySize(declared)) });
         }
-        let permits = match self.admit() {
-            Ok(permits) => permits,
+        let call_permit = match self.admit() {
+            Ok(permit) => permit,
             Err(limit) => {
                 self.refused(limit);
                 tracing::debug!(
@@ -227,7 +217,25 @@ impl WasiHttpHooks for EgressPolicy {
             crossed: Arc::new(AtomicBool::new(false)),
         };
         let count_response = counter("response_body");
+        let shared = [
+            ("in_flight_per_provider", self.egress.in_flight.clone()),
+            ("connections", self.egress.connections.clone()),
+        ];
         Box::new(async move {
+            // The provider's and the host's slots are shared with other
+            // calls: a request waits for one (as long as it may take to
+            // connect) rather than failing because others are busy.
+            let wait = options.connect_timeout.unwrap_or(MAX_PHASE_TIMEOUT);
+            let mut permits = vec![call_permit];
+            for (limit, slots) in shared {
+                match tokio::time::timeout(wait, slots.acquire_owned()).await {
+                    Ok(Ok(permit)) => permits.push(permit),
+                    Ok(Err(_)) | Err(_) => {
+                        tally.refused(limit);
+                        return Err(Error::ConnectionLimitReached);
+                    }
+                }
+            }
             let request = match &auth {
                 Some(auth) => {
                     let keys = keys.unwrap_or_default();
