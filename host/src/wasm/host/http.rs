@@ -115,6 +115,14 @@ impl EgressPolicy {
             .map_err(|_| "in_flight_per_call")
     }
 
+    /// The slot pools this call shares with others, by limit name.
+    fn shared_pools(&self) -> [(&'static str, Arc<Semaphore>); 2] {
+        [
+            ("in_flight_per_provider", self.egress.in_flight.clone()),
+            ("connections", self.egress.connections.clone()),
+        ]
+    }
+
     fn refused(&self, limit: &'static str) {
         self.tally().refused(limit);
     }
@@ -217,25 +225,14 @@ impl WasiHttpHooks for EgressPolicy {
             crossed: Arc::new(AtomicBool::new(false)),
         };
         let count_response = counter("response_body");
-        let shared = [
-            ("in_flight_per_provider", self.egress.in_flight.clone()),
-            ("connections", self.egress.connections.clone()),
-        ];
+        let shared = self.shared_pools();
         Box::new(async move {
-            // The provider's and the host's slots are shared with other
-            // calls: a request waits for one (as long as it may take to
-            // connect) rather than failing because others are busy.
             let wait = options.connect_timeout.unwrap_or(MAX_PHASE_TIMEOUT);
-            let mut permits = vec![call_permit];
-            for (limit, slots) in shared {
-                match tokio::time::timeout(wait, slots.acquire_owned()).await {
-                    Ok(Ok(permit)) => permits.push(permit),
-                    Ok(Err(_)) | Err(_) => {
-                        tally.refused(limit);
-                        return Err(Error::ConnectionLimitReached);
-                    }
-                }
-            }
+            let permits = shared_slots(shared, wait).await.map_err(|limit| {
+                tally.refused(limit);
+                Error::ConnectionLimitReached
+            })?;
+            let permits = (call_permit, permits);
             let request = match &auth {
                 Some(auth) => {
                     let keys = keys.unwrap_or_default();
@@ -279,6 +276,24 @@ impl WasiHttpHooks for EgressPolicy {
             Ok((response, Box::new(io) as Io))
         })
     }
+}
+
+/// A slot of each shared pool (the provider's, the host's), each waited
+/// for at most `wait` (as long as connecting may take): a request waits
+/// rather than failing because other calls are busy. Otherwise the limit
+/// it could not get.
+async fn shared_slots(
+    shared: [(&'static str, Arc<Semaphore>); 2],
+    wait: Duration,
+) -> Result<Vec<OwnedSemaphorePermit>, &'static str> {
+    let mut permits = Vec::with_capacity(shared.len());
+    for (limit, slots) in shared {
+        let Ok(Ok(permit)) = tokio::time::timeout(wait, slots.acquire_owned()).await else {
+            return Err(limit);
+        };
+        permits.push(permit);
+    }
+    Ok(permits)
 }
 
 /// The length a message declares for its body.
