@@ -10,8 +10,8 @@ use capwasm::testing::requests;
 use capwasm::wasm::text;
 use capwasm::wasm::types::ProviderError;
 use capwasm::wasm::{
-    CallError, Capabilities, Error, Limits, LoadedProvider, MemoryBound, Metrics, ProviderSource,
-    ProviderSpec, Runtime, RuntimeSettings,
+    CallError, Capabilities, Error, HttpLimits, Limits, LoadedProvider, MemoryBound, Metrics,
+    ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
 };
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
 
@@ -1081,5 +1081,36 @@ mod http_flood {
             url("/sink")
         );
         assert_eq!(flood(&runtime, &config).await, "ok=1 refused=0 first=none");
+    }
+
+    /// The provider's slots are shared by all its calls: a request over
+    /// them waits for one (within its connect timeout) instead of being
+    /// refused because other requests hold them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_over_the_providers_shared_slots_wait_for_one() {
+        let addr = server().await;
+        let caps = Capabilities {
+            allowed_hosts: vec![addr.ip().to_string()],
+            ..Capabilities::default()
+        };
+        let shared = 2;
+        let base = limits();
+        let hostile_limits = Limits {
+            deadline: Duration::from_secs(10),
+            http: HttpLimits {
+                in_flight_per_provider: shared,
+                ..base.http
+            },
+            ..base
+        };
+        let count = hostile_limits.http.in_flight_per_call;
+        assert!(count > shared, "more at once than the provider's slots");
+        let (runtime, metrics) = runtime_with_limits(COVERS, caps, hostile_limits).await;
+        // Each takes a second: three waves through two slots.
+        let config =
+            format!(r#"{{"mode": "atOnce", "url": "http://{addr}/slow", "count": {count}}}"#);
+        let report = flood(&runtime, &config).await;
+        assert_eq!(report, format!("ok={count} refused=0 first=none"));
+        assert_eq!(metrics.http_refusals(HOSTILE, "in_flight_per_provider"), 0);
     }
 }

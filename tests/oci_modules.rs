@@ -40,11 +40,9 @@ async fn push(registry: &Registry, file: &str, image: &str) -> Pushed {
 /// to it, so the tag never names an unsigned digest.
 async fn publish(registry: &Registry, key: &KeyPair, file: &str, tag: &str) -> Pushed {
     let pushed = push(registry, file, &format!("{tag}-candidate")).await;
-    registry.sign(&pushed.image, key).expect("cosign signs it");
-    let name = tag.rsplit(':').next().unwrap_or(tag);
     registry
-        .crane(&["tag", &pushed.image, name])
-        .expect("the tag moved");
+        .release(&pushed.image, key, tag)
+        .expect("signed, and the tag moved");
     pushed
 }
 

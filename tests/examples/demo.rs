@@ -313,8 +313,7 @@ async fn create_modules(client: &Client, registry: &Registry, key: &KeyPair) -> 
 async fn publish(registry: &Registry, key: &KeyPair, file: &str, tag: &str) -> anyhow::Result<()> {
     let image = ImageRef::parse(&format!("{tag}-candidate"), true)?;
     let pushed = push_component(&image, &Auth::Anonymous, std::fs::read(guest_path(file))?).await?;
-    registry.sign(&pushed.image, key)?;
-    registry.crane(&["tag", &pushed.image, tag.rsplit(':').next().unwrap_or(tag)])?;
+    registry.release(&pushed.image, key, tag)?;
     println!("    {tag} -> {} (signed)", pushed.manifest_digest);
     Ok(())
 }

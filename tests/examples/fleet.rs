@@ -193,6 +193,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         created
     });
     let total = usize::try_from(clusters * pools)?;
+    let pool_count = f64::from(clusters * pools);
     let cpu_before = cpu_by_process(&install);
     let requests_before = requests(&client).await?;
     let profiled = profile(&client, "running");
@@ -215,15 +216,10 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     );
     eprintln!(
         "    requests per pool: {}",
-        requests_per_pool(
-            &requests_before,
-            &requests(&client).await?,
-            f64::from(clusters * pools)
-        )
+        requests_per_pool(&requests_before, &requests(&client).await?, pool_count)
     );
     // Per pool, less the fleet's own creation (per Cluster its kubeconfig
     // Secret, WasmCluster and itself; per pool its provider objects and itself).
-    let pool_count = f64::from(clusters * pools);
     let mut writes_per_pool = writes(&client).await?;
     for (resource, count) in &mut writes_per_pool {
         let created = match resource.as_str() {

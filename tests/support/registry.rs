@@ -168,6 +168,21 @@ impl Registry {
         .map(|_| ())
     }
 
+    /// Releases `candidate` (an image pushed by digest) as `tag` the way a
+    /// publisher should: its digest signed with `key`, and only then `tag`
+    /// (a reference or a bare tag) moved to it, so the tag never names an
+    /// unsigned digest.
+    ///
+    /// # Errors
+    ///
+    /// If cosign or crane fails.
+    pub fn release(&self, candidate: &str, key: &KeyPair, tag: &str) -> Result<()> {
+        self.sign(candidate, key)?;
+        let name = tag.rsplit(':').next().unwrap_or(tag);
+        self.crane(&["tag", candidate, name])?;
+        Ok(())
+    }
+
     /// `crane` with `args`, against this registry over plain HTTP; what it printed.
     pub fn crane(&self, args: &[&str]) -> Result<String> {
         let mut all = args.to_vec();

@@ -17,9 +17,9 @@ pub fn of_tree(pid: u32) -> Usage {
     let mut usage = Usage::default();
     let mut pending = vec![pid];
     while let Some(pid) = pending.pop() {
-        let (cpu, rss) = (cpu_seconds(pid), peak_rss_bytes(pid));
-        usage.cpu_seconds += cpu.unwrap_or(0.0);
-        usage.peak_rss_bytes += rss.unwrap_or(0);
+        let own = of_process(pid);
+        usage.cpu_seconds += own.cpu_seconds;
+        usage.peak_rss_bytes += own.peak_rss_bytes;
         pending.extend(children(pid));
     }
     usage

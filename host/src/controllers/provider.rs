@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::api::conditions::{self, Desired};
 use crate::api::provider::{HasProviderStatus, ServedBy};
+use crate::api::providermodule::PHASE_READY;
 use crate::api::{
     CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, ProviderModule, Reason,
     WasmBootstrapConfig, WasmCluster, WasmMachinePool,
@@ -237,7 +238,7 @@ where
 /// spec: then a process that has none yet is loading it.
 fn loading(module: &ProviderModule) -> bool {
     module.status.as_ref().is_some_and(|s| {
-        s.phase.as_deref() == Some("Ready")
+        s.phase.as_deref() == Some(PHASE_READY)
             && s.active_digest.is_some()
             && s.observed_generation == module.metadata.generation
     })
@@ -360,7 +361,57 @@ fn failure_reason(reason: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::wasm::types::RetryAfterError;
+
+    /// A pool whose Ready condition has `status`.
+    fn pool(status: &str) -> Arc<WasmMachinePool> {
+        let pool = json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "WasmMachinePool",
+            "metadata": { "name": "p", "namespace": "ns", "generation": 1 },
+            "spec": { "provider": "sim" },
+            "status": { "conditions": [{
+                "type": "Ready", "status": status, "reason": "Ready", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }] },
+        });
+        Arc::new(serde_json::from_value(pool).unwrap_or_else(|e| panic!("a pool: {e}")))
+    }
+
+    fn retry_after() -> Result<Outcome, Error> {
+        Err(Error::Guest(CallError::Provider {
+            provider: "sim".into(),
+            digest: "sha256:00".into(),
+            export: "machine-pools.reconcile",
+            error: ProviderError::RetryAfter(RetryAfterError {
+                seconds: 15,
+                message: "the cloud is busy".into(),
+            }),
+        }))
+    }
+
+    fn ready(scope: &Scope<WasmMachinePool>) -> (String, String) {
+        let conditions = &scope.status.common_ref().conditions;
+        let ready = conditions.iter().find(|c| c.type_ == "Ready");
+        ready.map_or_else(Default::default, |c| (c.status.clone(), c.reason.clone()))
+    }
+
+    #[test]
+    fn a_ready_object_asked_to_retry_later_stays_ready() {
+        let mut scope = Scope::new(pool("True"), None);
+        summarize(&mut scope, &[retry_after()]);
+        assert_eq!(ready(&scope), ("True".into(), "Ready".into()));
+    }
+
+    #[test]
+    fn an_object_not_ready_yet_says_its_provider_asked_to_retry() {
+        let mut scope = Scope::new(pool("False"), None);
+        summarize(&mut scope, &[retry_after()]);
+        assert_eq!(ready(&scope), ("False".into(), "ProviderRetrying".into()));
+    }
 
     #[test]
     fn a_terminal_reason_becomes_a_bounded_camel_case_token() {

@@ -133,7 +133,7 @@ pub struct Scope<K: Reconciler> {
 }
 
 impl<K: Reconciler> Scope<K> {
-    fn new(object: Arc<K>, cluster: Option<Arc<Cluster>>) -> Self {
+    pub(crate) fn new(object: Arc<K>, cluster: Option<Arc<Cluster>>) -> Self {
         Self {
             status: object.status().cloned().unwrap_or_default(),
             cluster,

@@ -29,17 +29,14 @@ pub async fn point_crds_at(
         crd: String::new(),
         source: kube::Error::SerdeError(e),
     })?;
-    let wanted = serde_json::to_value(&conversion).map_err(|e| Error::Crd {
-        crd: String::new(),
-        source: kube::Error::SerdeError(e),
-    })?;
     for crd in [Cluster::crd_name(), MachinePool::crd_name()] {
-        // A restart with the same certificate and address writes nothing.
-        let current = crds.get(crd).await.map_err(|source| Error::Crd {
+        let failed = |source| Error::Crd {
             crd: crd.to_owned(),
             source,
-        })?;
-        if serde_json::to_value(&current.spec.conversion).ok().as_ref() == Some(&wanted) {
+        };
+        // A restart with the same certificate and address writes nothing.
+        let current = crds.get(crd).await.map_err(failed)?;
+        if current.spec.conversion.as_ref() == Some(&conversion) {
             continue;
         }
         crds.patch(
@@ -48,10 +45,7 @@ pub async fn point_crds_at(
             &Patch::Json::<()>(patch.clone()),
         )
         .await
-        .map_err(|source| Error::Crd {
-            crd: crd.to_owned(),
-            source,
-        })?;
+        .map_err(failed)?;
     }
     Ok(())
 }

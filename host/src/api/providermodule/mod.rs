@@ -20,7 +20,7 @@ pub use source::{
     ConfigMapSource, FileSource, KeySelector, ModuleSource, OciSource, PublicKeySource,
     Verification,
 };
-pub use status::{CanaryStatus, ProviderModuleStatus};
+pub use status::{CanaryStatus, PHASE_READY, ProviderModuleStatus};
 
 pub use crate::wasm::World;
 

@@ -22,6 +22,9 @@ pub struct CanaryStatus {
     pub generation: Option<i64>,
 }
 
+/// `status.phase` of a module with a version in service.
+pub const PHASE_READY: &str = "Ready";
+
 /// ProviderModuleStatus: which code is in service and how the last load went.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -14,7 +14,7 @@ use super::oci::{self, Fetched, Origin};
 use super::rollout;
 use super::{CONTROLLER, FETCH_RETRY};
 use crate::api::conditions::Desired;
-use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, ProviderModuleSpec};
+use crate::api::providermodule::{FIELD_MANAGER, ModuleSource, PHASE_READY, ProviderModuleSpec};
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::credentials::{self, CREDENTIALS_POLL, capabilities};
@@ -379,7 +379,7 @@ fn ready(
         status.from_cache = Some(loaded.from_cache);
         status.loaded_at = Some(now);
     }
-    status.phase = Some("Ready".into());
+    status.phase = Some(PHASE_READY.into());
     status.message = Some(message.clone());
     status.active_digest = Some(loaded.digest.clone());
     status.previous_digest = previous_digest;
