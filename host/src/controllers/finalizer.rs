@@ -68,10 +68,16 @@ where
     let Some(ops) = remove_ops(object, finalizer) else {
         return Ok(());
     };
-    patch(ctx, controller, object, ops).await?;
-    // Never reconciled again: ours is done.
-    ctx.own_writes.forget(&object.uid().unwrap_or_default());
-    Ok(())
+    match patch(ctx, controller, object, ops).await {
+        // Gone already: an earlier removal was the last finalizer.
+        Err(Error::Write {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 => Ok(()),
+        // The answer is kept (`patch`): a reconcile from a cached copy that
+        // still shows the finalizer sees it removed, and sends nothing.
+        other => other,
+    }
 }
 
 async fn patch<K>(

@@ -10,13 +10,26 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use kube::{Resource, ResourceExt as _};
+
+/// How long an answer is kept at most: a cache that has not shown a write
+/// by then never will (the object is gone, and a gone object is not
+/// reconciled, so nothing else would remove its entry).
+const KEPT: Duration = Duration::from_secs(300);
 
 /// The latest object each write answered with, by UID.
 #[derive(Default)]
 pub struct OwnWrites {
-    objects: Mutex<HashMap<String, Written>>,
+    objects: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    by_uid: HashMap<String, Written>,
+    /// When entries older than [`KEPT`] were last dropped.
+    swept: Option<Instant>,
 }
 
 struct Written {
@@ -27,6 +40,8 @@ struct Written {
     object: Arc<dyn Any + Send + Sync>,
     /// Its version.
     version: String,
+    /// When it was written.
+    at: Instant,
 }
 
 impl OwnWrites {
@@ -40,7 +55,7 @@ impl OwnWrites {
             return cached;
         };
         let mut objects = self.objects();
-        let Some(written) = objects.get(&uid) else {
+        let Some(written) = objects.by_uid.get(&uid) else {
             return cached;
         };
         if written.superseded.contains(&version)
@@ -50,13 +65,20 @@ impl OwnWrites {
         }
         // The cache caught up, or shows a change of somebody else's after
         // ours: it is the newest there is.
-        objects.remove(&uid);
+        objects.by_uid.remove(&uid);
         cached
     }
 
     /// Keeps `written`, the answer to a write of `read` (the object the
     /// reconcile worked from).
     pub fn wrote<K>(&self, read: &K, written: K)
+    where
+        K: Resource + Send + Sync + 'static,
+    {
+        self.wrote_at(read, written, Instant::now());
+    }
+
+    fn wrote_at<K>(&self, read: &K, written: K, now: Instant)
     where
         K: Resource + Send + Sync + 'static,
     {
@@ -68,7 +90,8 @@ impl OwnWrites {
             return;
         };
         let mut objects = self.objects();
-        let superseded = match objects.remove(&uid) {
+        objects.sweep(now);
+        let superseded = match objects.by_uid.remove(&uid) {
             // A later write of the same reconcile, or of one that started
             // from the last answer: the versions between stay superseded.
             Some(mut earlier)
@@ -80,23 +103,40 @@ impl OwnWrites {
             }
             _ => vec![read_version],
         };
-        objects.insert(
+        objects.by_uid.insert(
             uid,
             Written {
                 superseded,
                 object: Arc::new(written),
                 version,
+                at: now,
             },
         );
     }
 
-    /// Forgets an object that is gone.
-    pub fn forget(&self, uid: &str) {
-        self.objects().remove(uid);
+    /// How many answers are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.objects().by_uid.len()
     }
 
-    fn objects(&self) -> MutexGuard<'_, HashMap<String, Written>> {
+    fn objects(&self) -> MutexGuard<'_, Entries> {
         self.objects.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Entries {
+    /// Drops the answers older than [`KEPT`], at most once per [`KEPT`].
+    fn sweep(&mut self, now: Instant) {
+        if self
+            .swept
+            .is_some_and(|swept| now.saturating_duration_since(swept) < KEPT)
+        {
+            return;
+        }
+        self.swept = Some(now);
+        self.by_uid
+            .retain(|_, written| now.saturating_duration_since(written.at) < KEPT);
     }
 }
 
@@ -156,9 +196,27 @@ mod tests {
         writes.wrote(&version(&base, "10", 1), version(&base, "11", 2));
         let theirs = writes.latest(Arc::new(version(&base, "14", 7)));
         assert_eq!(theirs.spec.replicas, Some(7));
-        writes.wrote(&version(&base, "14", 7), version(&base, "15", 8));
-        writes.forget("u1");
-        let cached = writes.latest(Arc::new(version(&base, "14", 7)));
-        assert_eq!(cached.spec.replicas, Some(7));
+    }
+
+    #[test]
+    fn the_answer_to_a_write_of_an_object_since_gone_is_dropped_in_time() {
+        let base = MachinePoolBuilder::new("ns", "p", "c").build();
+        let writes = OwnWrites::default();
+        let start = Instant::now();
+        // The finalizer's removal: the cache may still show the version
+        // with it, and the reconcile it brings must see it removed.
+        writes.wrote_at(&version(&base, "10", 1), version(&base, "11", 1), start);
+        let stale = writes.latest(Arc::new(version(&base, "10", 1)));
+        assert_eq!(stale.resource_version().as_deref(), Some("11"));
+        // The object is gone: never reconciled again, its entry goes with
+        // the next write after KEPT.
+        let mut other = version(&base, "20", 1);
+        other.metadata.uid = Some("u2".into());
+        let mut other_written = version(&base, "21", 1);
+        other_written.metadata.uid = Some("u2".into());
+        writes.wrote_at(&other, other_written.clone(), start + KEPT / 2);
+        assert_eq!(writes.len(), 2);
+        writes.wrote_at(&other_written, other_written.clone(), start + KEPT * 2);
+        assert_eq!(writes.len(), 1);
     }
 }
