@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use capwasm::leader::{self, Election};
 use clap::Parser as _;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -38,6 +38,7 @@ const RBAC_PROPAGATION: Duration = Duration::from_secs(30);
 /// mode, beside upstream Cluster API's core (`deploy/provider-mode/`).
 const STANDALONE: &str = "";
 const PROVIDER_MODE: &str = "provider-mode";
+const SHARDED: &str = "sharded";
 
 /// A manifest and where it came from.
 struct Manifest {
@@ -463,6 +464,80 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
     let env = TestEnv::shared().await.unwrap();
     let client = env.management().client().unwrap();
     applies_with_dry_run(&client, &provider_mode).await;
+}
+
+/// The sharded install is the standalone one with a StatefulSet instead of
+/// the Deployment: pod `<i>` runs shard `<i>` of as many as it has
+/// replicas, on a Lease the Role lets it use; all of it applies.
+#[tokio::test]
+async fn the_sharded_install_runs_a_shard_per_pod_and_applies_with_server_side_dry_run() {
+    let sharded = rendered(SHARDED);
+    assert!(
+        !sharded.iter().any(|m| m.kind() == "Deployment"),
+        "the sharded install keeps the Deployment"
+    );
+    let manifest = sharded
+        .iter()
+        .find(|m| m.kind() == "StatefulSet")
+        .expect("a StatefulSet");
+    let set: StatefulSet =
+        serde_json::from_value(serde_json::to_value(&manifest.object).unwrap()).unwrap();
+    let spec = set.spec.expect("a StatefulSet spec");
+    let replicas = u32::try_from(spec.replicas.unwrap_or(1)).unwrap();
+    let pod = spec.template.spec.expect("a pod spec");
+    let container = &pod.containers[0];
+    let index_from = container
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "SHARD_INDEX")
+        .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+        .map(|f| f.field_path.as_str());
+    assert_eq!(
+        index_from,
+        Some("metadata.labels['apps.kubernetes.io/pod-index']")
+    );
+    let role: k8s_openapi::api::rbac::v1::Role = sharded
+        .iter()
+        .find(|m| m.kind() == "Role" && m.object.name_any() == "capwasm-leader-election")
+        .map(|m| serde_json::from_value(serde_json::to_value(&m.object).unwrap()).unwrap())
+        .expect("the leader election Role");
+    let leases: BTreeSet<String> = role
+        .rules
+        .iter()
+        .flatten()
+        .filter(|r| r.verbs.iter().any(|v| v == "patch"))
+        .flat_map(|r| r.resource_names.clone().unwrap_or_default())
+        .collect();
+    for index in 0..replicas {
+        // As the kubelet passes them to pod <index>.
+        let args: Vec<String> = kubelet_args(container)
+            .into_iter()
+            .map(|a| a.replace("value-of-SHARD_INDEX", &index.to_string()))
+            .collect();
+        let cli = capwasm::cli::Cli::try_parse_from(
+            std::iter::once("capwasm".into()).chain(args.clone()),
+        )
+        .unwrap_or_else(|e| panic!("capwasm refuses pod {index}'s args {args:?}:\n{e}"));
+        let shard = cli
+            .shard()
+            .expect("a run command")
+            .unwrap_or_else(|e| panic!("pod {index}: {e}"));
+        assert_eq!((shard.index(), shard.count()), (index, replicas));
+        let lease = leader::lease_name(shard);
+        assert!(
+            leases.contains(&lease),
+            "the Role does not let pod {index} use Lease {lease}: {leases:?}"
+        );
+    }
+
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let without_crds: Vec<Manifest> = sharded
+        .into_iter()
+        .filter(|m| m.kind() != "CustomResourceDefinition")
+        .collect();
+    applies_with_dry_run(&client, &without_crds).await;
 }
 
 /// The container's args as the kubelet passes them: each `$(VAR)` replaced

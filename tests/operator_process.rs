@@ -118,3 +118,16 @@ fn an_unknown_flag_is_refused_with_usage() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("--no-such-flag"), "{stderr}");
 }
+
+#[test]
+fn a_shard_that_does_not_fit_is_one_line_and_exit_code_one() {
+    let (code, stderr) = run(&["run", "--shards", "3", "--shard-index", "3"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr.trim(),
+        "error: --shard-index 3 does not fit --shards 3: shards are numbered 0 to 2"
+    );
+    let (code, stderr) = run(&["run", "--shards", "2", "--leader-elect", "false"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("--shards needs --leader-elect"), "{stderr}");
+}

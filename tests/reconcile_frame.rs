@@ -14,7 +14,8 @@ use capwasm::api::conditions::Desired;
 use capwasm::api::{ConditionType, HasStatus, ObjectStatus, Reason};
 use capwasm::controllers::outcome::{Outcome, Wait};
 use capwasm::controllers::reconciler::{self, Phase, Reconciler, Scope};
-use capwasm::controllers::{Context, Error, Scoped};
+use capwasm::controllers::shard::{Role, Shard};
+use capwasm::controllers::{Context, Error, Scoped, Settings};
 use capwasm::operator::{Config, Operator};
 use capwasm::phases;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -114,6 +115,11 @@ impl Reconciler for Widget {
     const PHASES: &'static [Phase<Self>] = phases![Widget: apply];
     const DELETE_PHASES: &'static [Phase<Self>] = phases![Widget: cleanup];
 
+    /// Every shard needs it; shard 0 writes it (as a ProviderModule).
+    fn role(&self, shard: Shard) -> Role {
+        shard.role_shared()
+    }
+
     fn summarize(_: &mut Scope<Self>, _: &Context, _: &[Result<Outcome, Error>]) {}
 }
 
@@ -125,6 +131,11 @@ struct World {
 
 impl World {
     async fn new(prefix: &str) -> Self {
+        Self::of_shard(prefix, Shard::ALL).await
+    }
+
+    /// A world whose context is that of `shard`.
+    async fn of_shard(prefix: &str, shard: Shard) -> Self {
         let env = TestEnv::shared().await.expect("control plane");
         let client = env.management().client().expect("client");
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -148,8 +159,14 @@ impl World {
             .create_namespace(prefix)
             .await
             .expect("namespace");
-        let operator =
-            Operator::new(env.management().config().clone(), Config::default()).expect("operator");
+        let config = Config {
+            settings: Settings {
+                shard,
+                ..Settings::default()
+            },
+            ..Config::default()
+        };
+        let operator = Operator::new(env.management().config().clone(), config).expect("operator");
         Self {
             widgets: Api::namespaced(client, &ns),
             ctx: operator.context().clone(),
@@ -216,6 +233,32 @@ async fn the_finalizer_is_added_first_and_nothing_else_is_done_in_that_pass() {
     );
     assert_eq!(status.observed_generation, Some(1));
     assert_eq!(world.writes("status"), 1, "one status write per reconcile");
+}
+
+#[tokio::test]
+async fn a_shard_that_reads_an_object_runs_its_phases_and_writes_nothing() {
+    let world = World::of_shard("frame-reader", Shard::new(1, 2).expect("a shard")).await;
+    world.create("w", spec(5, 0), &[OTHER]).await;
+    world.reconcile("w").await.expect("reconciled");
+    assert_eq!(APPLIED[5].load(Ordering::SeqCst), 1, "the phases ran");
+    let widget = world.get("w").await.expect("exists");
+    assert_eq!(widget.finalizers(), [OTHER], "no finalizer of ours");
+    assert!(widget.status.is_none(), "no status was written");
+
+    world
+        .widgets
+        .delete("w", &DeleteParams::default())
+        .await
+        .expect("deletion requested");
+    world.reconcile("w").await.expect("reconciled");
+    assert_eq!(
+        CLEANED[5].load(Ordering::SeqCst),
+        1,
+        "the delete phases ran"
+    );
+    let widget = world.get("w").await.expect("kept by the other finalizer");
+    assert_eq!(widget.finalizers(), [OTHER]);
+    assert_eq!((world.writes("metadata"), world.writes("status")), (0, 0));
 }
 
 #[tokio::test]

@@ -73,7 +73,7 @@ impl Operator {
             ))
             .build();
         let runtime = Runtime::new(config.runtime, Some(guest_metrics))?;
-        let caches = Arc::new(Caches::new(&client));
+        let caches = Arc::new(Caches::new(&client, config.settings.shard));
         let (workload, node_events) = WorkloadClusters::new(
             client.clone(),
             caches.secrets.store().clone(),

@@ -12,10 +12,13 @@ use kube::Client;
 use crate::flows::{
     Modules, Objects, create_pool_providers, create_v1beta1, v1beta1_cluster, v1beta1_pool,
 };
-use crate::operator::OperatorProcess;
+use crate::operator::{Launch, OperatorProcess};
 use crate::upstream::{UpstreamBuild, UpstreamManager};
 use crate::{CREDENTIALS_NAMESPACE, Options, TestEnv};
 use capwasm::simcloud;
+
+/// The log target saying which object a process reconciles, at debug.
+pub const RECONCILES: &str = "capwasm::controllers::reconciler";
 
 /// capwasm's CRDs a provider-mode install has: the provider kinds and
 /// ProviderModule, not Cluster or MachinePool.
@@ -71,6 +74,8 @@ pub struct Install {
     pub operator: OperatorProcess,
     /// Its flags.
     args: Vec<String>,
+    /// Its `RUST_LOG`.
+    log: String,
     /// Its precompiled cache, kept across restarts.
     _cache: tempfile::TempDir,
 }
@@ -139,6 +144,67 @@ impl Install {
     ///
     /// If any part cannot start.
     pub async fn with(prefix: &str, core: Core, identity: Identity) -> Self {
+        Self::build(prefix, core, identity, &[], "info").await
+    }
+
+    /// capwasm alone as shard 0 of `shards` (the others started with
+    /// [`Install::start_shard`]), each logging which objects it reconciles.
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start.
+    pub async fn sharded(prefix: &str, shards: u32) -> Self {
+        let args = [format!("--shards={shards}"), "--shard-index=0".to_owned()];
+        let log = format!("info,{RECONCILES}=debug");
+        Self::build(prefix, Core::Capwasm, Identity::Admin, &args, &log).await
+    }
+
+    /// Starts `capwasm run` as shard `index` of a [`Install::sharded`]
+    /// install, named `instance`; waits until it leads if `wait_to_lead`.
+    ///
+    /// # Panics
+    ///
+    /// As [`OperatorProcess::launch`].
+    pub async fn start_shard(
+        &self,
+        index: u32,
+        instance: &str,
+        wait_to_lead: bool,
+    ) -> OperatorProcess {
+        let mut args: Vec<String> = self
+            .args
+            .iter()
+            .filter(|a| {
+                !a.starts_with("--shard-index=") && !a.starts_with("--webhook-bind-address=")
+            })
+            .cloned()
+            .collect();
+        args.push(format!("--shard-index={index}"));
+        // Its own webhook listener; the API server calls shard 0's.
+        args.push(format!(
+            "--webhook-bind-address={}",
+            crate::operator::free_address()
+        ));
+        self.launch(instance, &args, wait_to_lead).await
+    }
+
+    async fn launch(&self, instance: &str, args: &[String], wait_to_lead: bool) -> OperatorProcess {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let launch = Launch {
+            log: &self.log,
+            wait_to_lead,
+            ..Launch::default()
+        };
+        OperatorProcess::launch(self.env.management(), &self.ns, instance, &args, launch).await
+    }
+
+    async fn build(
+        prefix: &str,
+        core: Core,
+        identity: Identity,
+        extra: &[String],
+        log: &str,
+    ) -> Self {
         let build = (core == Core::Upstream)
             .then(|| UpstreamBuild::locate().expect("a part of the install"));
         let crds = match &build {
@@ -191,12 +257,17 @@ impl Install {
         };
         let cache = tempfile::tempdir().expect("a cache directory");
         args.push(format!("--cache-dir={}", cache.path().display()));
+        args.extend_from_slice(extra);
         let operator = match identity {
             Identity::Admin => {
                 // Credentials Secrets where the tests' flows write them.
                 args.push(format!("--credentials-namespace={CREDENTIALS_NAMESPACE}"));
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                OperatorProcess::start(env.management(), &ns, "capwasm", &args).await
+                let launch = Launch {
+                    log,
+                    ..Launch::default()
+                };
+                OperatorProcess::launch(env.management(), &ns, "capwasm", &args, launch).await
             }
             Identity::ProviderModeRoles => {
                 let (sa_namespace, name) = install_provider_mode_rbac(&client).await;
@@ -226,6 +297,7 @@ impl Install {
             upstream,
             operator,
             args,
+            log: log.to_owned(),
             _cache: cache,
         }
     }
@@ -255,9 +327,7 @@ impl Install {
     }
 
     async fn start_operator_again(&mut self) {
-        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        self.operator =
-            OperatorProcess::start(self.env.management(), &self.ns, "capwasm", &args).await;
+        self.operator = self.launch("capwasm", &self.args.clone(), true).await;
     }
 }
 

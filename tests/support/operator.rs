@@ -53,6 +53,38 @@ pub fn free_address() -> String {
     format!("127.0.0.1:{}", free_port().expect("a free port"))
 }
 
+/// What the log says once the process leads.
+const LEADS: &str = "became the leader";
+
+/// How [`OperatorProcess::launch`] starts the process.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch<'a> {
+    /// Authenticated as this ServiceAccount (namespace, name), not the admin.
+    pub service_account: Option<(&'a str, &'a str)>,
+    /// Its `RUST_LOG`.
+    pub log: &'a str,
+    /// Whether to wait until it leads.
+    pub wait_to_lead: bool,
+}
+
+impl Default for Launch<'_> {
+    fn default() -> Self {
+        Self {
+            service_account: None,
+            log: "info",
+            wait_to_lead: true,
+        }
+    }
+}
+
+/// Keeps `line` in `log`, up to [`KEPT_LINES`].
+fn keep(line: &str, log: &Mutex<Vec<String>>) {
+    let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+    if log.len() < KEPT_LINES {
+        log.push(line.to_owned());
+    }
+}
+
 /// A running `capwasm run`; killed if dropped before [`OperatorProcess::terminate`].
 pub struct OperatorProcess {
     child: Child,
@@ -78,7 +110,7 @@ impl OperatorProcess {
         instance: &str,
         args: &[&str],
     ) -> Self {
-        Self::start_as(management, None, namespace, instance, args).await
+        Self::launch(management, namespace, instance, args, Launch::default()).await
     }
 
     /// The same, authenticated as ServiceAccount `service_account`
@@ -96,10 +128,30 @@ impl OperatorProcess {
         instance: &str,
         args: &[&str],
     ) -> Self {
+        let launch = Launch {
+            service_account,
+            ..Launch::default()
+        };
+        Self::launch(management, namespace, instance, args, launch).await
+    }
+
+    /// Starts `capwasm run` as [`OperatorProcess::start`] does, as `launch` says.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot start, or (when `launch` waits for it) does not become
+    /// the leader within a minute.
+    pub async fn launch(
+        management: &ApiServer,
+        namespace: &str,
+        instance: &str,
+        args: &[&str],
+        launch: Launch<'_>,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a directory");
         let kubeconfig = dir.path().join("kubeconfig");
         let mut config = management.kubeconfig().clone();
-        if let Some((sa_namespace, name)) = service_account {
+        if let Some((sa_namespace, name)) = launch.service_account {
             for user in &mut config.auth_infos {
                 let auth = user.auth_info.get_or_insert_default();
                 auth.impersonate = Some(format!("system:serviceaccount:{sa_namespace}:{name}"));
@@ -131,35 +183,31 @@ impl OperatorProcess {
             .args(["--instance", instance])
             .args((!given_cache).then(|| format!("--cache-dir={}", cache_dir.display())))
             .args(args)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", launch.log)
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("capwasm run started");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("its stderr")).lines();
         let log = Arc::new(Mutex::new(Vec::new()));
-        let keep = |line: &str, log: &Mutex<Vec<String>>| {
-            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-            if log.len() < KEPT_LINES {
-                log.push(line.to_owned());
-            }
-        };
-        let leads = tokio::time::timeout(START, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                keep(&line, &log);
-                if line.contains("became the leader") {
-                    return true;
+        if launch.wait_to_lead {
+            let leads = tokio::time::timeout(START, async {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    keep(&line, &log);
+                    if line.contains(LEADS) {
+                        return true;
+                    }
                 }
-            }
-            false
-        })
-        .await;
-        assert_eq!(
-            leads,
-            Ok(true),
-            "capwasm run did not become the leader; its log: {:?}",
-            log.lock().unwrap_or_else(PoisonError::into_inner)
-        );
+                false
+            })
+            .await;
+            assert_eq!(
+                leads,
+                Ok(true),
+                "capwasm run did not become the leader; its log: {:?}",
+                log.lock().unwrap_or_else(PoisonError::into_inner)
+            );
+        }
         // Drained, so the process never blocks on a full pipe.
         let drained = Arc::clone(&log);
         tokio::spawn(async move {
@@ -174,6 +222,11 @@ impl OperatorProcess {
             cache_dir,
             _dir: dir,
         }
+    }
+
+    /// Whether it has said it leads.
+    pub fn leads(&self) -> bool {
+        !self.log_lines(|line| line.contains(LEADS)).is_empty()
     }
 
     /// The log lines so far that say a request was forbidden.

@@ -38,6 +38,20 @@ enum Command {
     SimCloud(simcloud::Args),
 }
 
+impl Cli {
+    /// The shard `capwasm run` would run, if the command is `run`: its
+    /// `--shards` and `--shard-index`, or why they do not fit.
+    pub fn shard(
+        &self,
+    ) -> Option<Result<crate::controllers::shard::Shard, crate::controllers::shard::ShardError>>
+    {
+        match &self.command {
+            Command::Run(args) => Some(args.shard()),
+            _ => None,
+        }
+    }
+}
+
 /// How a command ended without an error of its own (those exit 1).
 pub(crate) enum Exit {
     /// Exit 0.

@@ -16,6 +16,7 @@ use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 
 use crate::api::{MachinePool, WEBHOOK_PATH, WebhookClient};
+use crate::controllers::shard::{Shard, ShardError};
 use crate::controllers::{Controllers, Settings};
 use crate::leader::{self, Election};
 use crate::operator::{Config, Operator};
@@ -60,6 +61,14 @@ pub struct Args {
     /// several replicas can run with one active.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     leader_elect: bool,
+    /// Split the fleet into this many shards, each run by its own
+    /// replica(s) with --shard-index: a Cluster and all its objects go to
+    /// the shard a stable hash of its namespace/name picks.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    shards: u32,
+    /// Which shard this replica runs, from 0 (a StatefulSet's pod ordinal, say).
+    #[arg(long, default_value_t = 0, value_name = "I")]
+    shard_index: u32,
     /// The namespace of the leader Lease; by default the pod's own, else `capwasm-system`.
     #[arg(long, value_name = "NAMESPACE")]
     leader_election_namespace: Option<String>,
@@ -85,6 +94,13 @@ pub struct Args {
     webhook_url: Option<String>,
 }
 
+impl Args {
+    /// The shard these flags ask for.
+    pub(super) fn shard(&self) -> Result<Shard, ShardError> {
+        Shard::new(self.shard_index, self.shards)
+    }
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Which {
     All,
@@ -103,6 +119,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &Args) -> anyhow::Result<()> {
+    let shard = args.shard()?;
+    if shard.count() > 1 && !args.leader_elect {
+        bail!(
+            "--shards needs --leader-elect: a shard's Lease is what keeps two replicas from running it at once"
+        );
+    }
     let kube = kube_config(args.kubeconfig.as_deref()).await?;
     let client = Client::try_from(kube.clone()).context("cannot build a Kubernetes client")?;
     check_api_server(&client).await?;
@@ -119,6 +141,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
                 Some(namespace) => Some(namespace.to_owned()),
                 None => Some(namespace.clone()),
             },
+            shard,
             ..Settings::default()
         },
         runtime: RuntimeSettings {
@@ -153,10 +176,12 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     tracing::info!(
         controllers = ?args.controllers,
         metrics = %args.metrics_bind_address,
+        shard = shard.index(),
+        shards = shard.count(),
         "capwasm is running"
     );
     let result = if args.leader_elect {
-        let election = Election::new(namespace, identity(args));
+        let election = Election::of_shard(namespace, identity(args), shard);
         let mut leadership = tokio::select! {
             leadership = leader::acquire(election_client, &election) => leadership?,
             () = shutdown_signal() => return Ok(()),

@@ -48,6 +48,8 @@ pub struct Settings {
     pub credentials_namespace: Option<String>,
     /// How ProviderModules' OCI images are pulled.
     pub oci: crate::oci::Puller,
+    /// The share of the fleet this process reconciles.
+    pub shard: super::shard::Shard,
 }
 
 impl Default for Settings {
@@ -61,6 +63,7 @@ impl Default for Settings {
             instance: None,
             credentials_namespace: None,
             oci: crate::oci::Puller::default(),
+            shard: super::shard::Shard::ALL,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod providermodule;
 pub mod reconciler;
 pub mod requests;
 mod secrets;
+pub mod shard;
 mod watches;
 mod write;
 

@@ -35,6 +35,7 @@ use super::context::Context;
 use super::error::Error;
 use super::finalizer::{self, Required};
 use super::outcome::{self, Outcome, Wait};
+use super::shard::{Role, Shard};
 use super::write::{self, Writable};
 use crate::api::conditions::{self, Desired};
 use crate::api::{Cluster, ConditionType, HasStatus, ObjectStatus, Reason};
@@ -92,6 +93,10 @@ pub trait Reconciler: HasStatus + Writable + Serialize {
         Ok(None)
     }
 
+    /// What shard `shard` does with the object: [`Shard::role`] of its
+    /// Cluster, or [`Shard::role_shared`] for what every shard needs.
+    fn role(&self, shard: Shard) -> Role;
+
     /// Whether the object's owner has claimed it. A provider object waits
     /// for its Cluster or MachinePool to set the owner reference: until then
     /// nothing is written, not even the finalizer, as upstream's providers
@@ -130,6 +135,9 @@ pub struct Scope<K: Reconciler> {
     /// The generation a phase's write of the object's spec made: the status
     /// computed with it is of that generation.
     pub written_generation: Option<i64>,
+    /// Another shard writes the object: the phases run for their effect
+    /// on this process, and announce nothing.
+    pub read_only: bool,
 }
 
 impl<K: Reconciler> Scope<K> {
@@ -142,6 +150,7 @@ impl<K: Reconciler> Scope<K> {
             now: Time(Timestamp::now()),
             defer_status: false,
             written_generation: None,
+            read_only: false,
         }
     }
 
@@ -211,6 +220,13 @@ impl<K: Reconciler> Scope<K> {
     pub fn reference(&self) -> ObjectReference {
         self.object.object_ref(&())
     }
+
+    /// Publishes an Event about the object, unless another shard writes it.
+    pub async fn publish(&self, ctx: &Context, reason: Reason, note: impl Into<String>) {
+        if !self.read_only {
+            ctx.publish(&self.reference(), reason, note).await;
+        }
+    }
 }
 
 /// Reconciles `object` of kind `K` (the controller's reconcile function).
@@ -230,6 +246,18 @@ pub fn error_policy<K: Reconciler>(object: Arc<K>, error: &Error, ctx: Arc<Conte
 }
 
 async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Error> {
+    match object.role(ctx.settings.shard) {
+        Role::Owner => {}
+        Role::Reader => return read_only(object, ctx).await,
+        // Its caches hold it only until the adoption that makes it another shard's.
+        Role::Other => return Ok(Action::await_change()),
+    }
+    tracing::debug!(
+        controller = K::CONTROLLER,
+        object = %ObjectRef::from_obj(&*object),
+        shard = ctx.settings.shard.index(),
+        "reconciling"
+    );
     let object = ctx.own_writes.latest(object);
     if !object.claimed() && object.meta().deletion_timestamp.is_none() {
         return Ok(Action::await_change());
@@ -308,6 +336,23 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
     }
     if scope.defer_status {
         return Ok(Action::await_change());
+    }
+    Ok(outcome::action(&outcomes))
+}
+
+/// The phases of an object another shard writes, for their effect on this
+/// process alone: no finalizer, status or Event.
+async fn read_only<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Error> {
+    let mut scope = Scope::new(object, None);
+    scope.read_only = true;
+    let phases = if scope.deleting() {
+        K::DELETE_PHASES
+    } else {
+        K::PHASES
+    };
+    let mut outcomes = Vec::with_capacity(phases.len());
+    for phase in phases {
+        outcomes.push(phase(&mut scope, ctx).await?);
     }
     Ok(outcome::action(&outcomes))
 }

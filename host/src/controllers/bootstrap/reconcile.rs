@@ -3,6 +3,7 @@
 //! bootstrap-provider component, into a Secret the config owns. No
 //! finalizer: the Secret goes with the config (owner reference).
 
+use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 
 use super::{CONTROLLER, data};
@@ -28,6 +29,10 @@ impl Reconciler for WasmBootstrapConfig {
         data::generate,
     ];
     const DELETE_PHASES: &'static [Phase<Self>] = &[];
+
+    fn role(&self, shard: Shard) -> Role {
+        shard.role(self)
+    }
 
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
         provider::cluster_of_pool_owner(self, ctx)

@@ -15,6 +15,7 @@ mod index;
 mod shared;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 
@@ -26,9 +27,10 @@ use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 
 pub use index::Index;
-pub use shared::{Cache, Events};
+pub use shared::{Cache, Events, Keep};
 
 use super::metrics::Metrics;
+use super::shard::{OfCluster, Shard};
 use crate::api::{
     Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule, WasmBootstrapConfig,
     WasmCluster, WasmMachinePool, labels,
@@ -66,6 +68,8 @@ pub struct Caches {
     pub configs_by_cluster: Index<WasmBootstrapConfig>,
     /// WasmMachinePools by `<namespace>/<cluster-name label>`.
     pub infra_pools_by_cluster: Index<WasmMachinePool>,
+    /// The shard whose objects the caches of a Cluster's objects hold.
+    pub shard: Shard,
 }
 
 /// A cache of CustomResourceDefinitions without their schemas: which
@@ -89,25 +93,28 @@ pub fn crds(client: &Client) -> Cache<CustomResourceDefinition> {
 }
 
 impl Caches {
-    /// Caches of everything the controllers read, through `client`; they
-    /// fill once [`Caches::run`] runs.
-    pub fn new(client: &Client) -> Self {
+    /// Caches of everything the controllers read, through `client`, of the
+    /// Clusters of `shard`; they fill once [`Caches::run`] runs.
+    pub fn new(client: &Client, shard: Shard) -> Self {
         let (pools_by_cluster, pools_by_reference) = (pools_by_cluster(), pools_by_reference());
         let clusters_by_reference = clusters_by_reference();
         let configs_by_cluster = Index::new(by_cluster_label::<WasmBootstrapConfig>, ());
         let infra_pools_by_cluster = Index::new(by_cluster_label::<WasmMachinePool>, ());
         Self {
-            clusters: typed(client).indexed(&clusters_by_reference),
-            pools: typed(client)
+            clusters: sharded(typed(client), shard).indexed(&clusters_by_reference),
+            pools: sharded(typed(client), shard)
                 .indexed(&pools_by_cluster)
                 .indexed(&pools_by_reference),
-            configs: typed(client).indexed(&configs_by_cluster),
-            infra_pools: typed(client).indexed(&infra_pools_by_cluster),
-            infra_clusters: typed(client),
+            configs: sharded(typed(client), shard).indexed(&configs_by_cluster),
+            infra_pools: sharded(typed(client), shard).indexed(&infra_pools_by_cluster),
+            infra_clusters: sharded(typed(client), shard),
             modules: typed(client),
-            secrets: metadata(
-                client,
-                watcher::Config::default().labels(labels::CLUSTER_NAME),
+            secrets: sharded(
+                metadata(
+                    client,
+                    watcher::Config::default().labels(labels::CLUSTER_NAME),
+                ),
+                shard,
             ),
             config_maps: metadata(client, watcher::Config::default()),
             crds: crds(client),
@@ -116,6 +123,7 @@ impl Caches {
             clusters_by_reference,
             configs_by_cluster,
             infra_pools_by_cluster,
+            shard,
         }
     }
 
@@ -157,6 +165,18 @@ impl Caches {
             self.crds.ready().await;
         }
     }
+}
+
+/// `cache`, holding only `shard`'s objects and those of no Cluster yet.
+pub fn sharded<K>(cache: Cache<K>, shard: Shard) -> Cache<K>
+where
+    K: OfCluster + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    if shard == Shard::ALL {
+        return cache;
+    }
+    cache.keeping(Arc::new(move |object: &K| shard.keeps(object)))
 }
 
 /// A cache of every object of `K`, without managedFields.

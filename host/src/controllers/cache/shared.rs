@@ -30,6 +30,9 @@ type Subscribers<K> = Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>>;
 /// The store's writer, the watch and the indexes it keeps, until the cache runs.
 type Feed<K> = (Writer<K>, Events<K>, Vec<Index<K>>);
 
+/// Which objects a cache keeps (a shard's).
+pub type Keep<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+
 /// The cache of one kind.
 pub struct Cache<K>
 where
@@ -47,6 +50,8 @@ where
     /// and the others wait until something else polls them: a fleet of
     /// pools naming a kind first seen together waited 10 s here.
     ready: Arc<watch::Sender<bool>>,
+    /// Which objects it keeps; all unless set.
+    keep: Option<Keep<K>>,
 }
 
 impl<K> Cache<K>
@@ -65,7 +70,17 @@ where
             subscribers: Arc::default(),
             feed: Mutex::new(Some((writer, events, Vec::new()))),
             ready: Arc::new(watch::Sender::new(false)),
+            keep: None,
         }
+    }
+
+    /// Keeps only the objects `keep` picks (before it runs): one that
+    /// changes so that it is no longer picked leaves the cache as if
+    /// deleted.
+    #[must_use]
+    pub fn keeping(mut self, keep: Keep<K>) -> Self {
+        self.keep = Some(keep);
+        self
     }
 
     /// Keeps `index` up to date with this cache (before it runs).
@@ -118,9 +133,14 @@ where
             self.subscribers.clone(),
             self.ready.clone(),
         );
+        let keep = self.keep.clone();
         async move {
             let Some((writer, events, indexes)) = feed else {
                 return;
+            };
+            let events = match keep {
+                Some(keep) => kept(events, keep, store.clone(), dyntype.clone()),
+                None => events,
             };
             let with_indexes = events.inspect_ok(move |event| {
                 for index in &indexes {
@@ -169,6 +189,34 @@ where
             }
         }
     }
+}
+
+/// `events` of the objects `keep` picks: another's first list entry is
+/// skipped, a change that makes a cached object another's deletes it.
+fn kept<K>(events: Events<K>, keep: Keep<K>, store: Store<K>, dyntype: K::DynamicType) -> Events<K>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync,
+{
+    let cached = move |object: &K| {
+        store
+            .get(&ObjectRef::from_obj_with(object, dyntype.clone()))
+            .is_some()
+    };
+    events
+        .try_filter_map(move |event| {
+            let event = match event {
+                watcher::Event::InitApply(object) if !keep(&object) => None,
+                watcher::Event::Apply(object) | watcher::Event::Delete(object)
+                    if !keep(&object) =>
+                {
+                    cached(&object).then_some(watcher::Event::Delete(object))
+                }
+                event => Some(event),
+            };
+            futures::future::ready(Ok(event))
+        })
+        .boxed()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -3,6 +3,7 @@
 //! deletion, its MachinePools, then its control plane, then its
 //! infrastructure, in upstream's order.
 
+use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 
 use kube::ResourceExt as _;
@@ -44,6 +45,10 @@ impl Reconciler for Cluster {
         phases![Cluster: delete::workers, delete::references, delete::completed];
 
     /// Itself: its own `spec.paused` pauses it.
+    fn role(&self, shard: Shard) -> Role {
+        shard.role(self)
+    }
+
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
         Ok(ctx
             .caches

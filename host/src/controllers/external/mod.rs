@@ -182,8 +182,12 @@ impl ExternalObjects {
         metrics: Metrics,
         own_writes: Arc<OwnWrites>,
     ) -> (Self, Changed<MachinePool>, Changed<Cluster>) {
-        let (kinds, pools, clusters) =
-            watch::Kinds::new(client.clone(), metrics, watch::Referrers::of(caches));
+        let (kinds, pools, clusters) = watch::Kinds::new(
+            client.clone(),
+            metrics,
+            watch::Referrers::of(caches),
+            caches.shard,
+        );
         let external = Self {
             client,
             crds: caches.crds.store().clone(),

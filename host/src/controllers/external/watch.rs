@@ -18,8 +18,9 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::api::{CLUSTER_API_GROUP, Cluster, MachinePool};
-use crate::controllers::cache::{Cache, Caches, Index, object_key};
+use crate::controllers::cache::{Cache, Caches, Index, object_key, sharded};
 use crate::controllers::metrics::Metrics;
+use crate::controllers::shard::Shard;
 
 /// The objects that reference others, to map a changed object back to them.
 #[derive(Clone)]
@@ -56,6 +57,7 @@ pub(super) struct Kinds {
     metrics: Metrics,
     referrers: Referrers,
     senders: Senders,
+    shard: Shard,
     /// By (group, kind): the version watched, its cache, its task.
     watched: Mutex<HashMap<(String, String), Watched>>,
 }
@@ -73,6 +75,7 @@ impl Kinds {
         client: Client,
         metrics: Metrics,
         referrers: Referrers,
+        shard: Shard,
     ) -> (Self, Changed<MachinePool>, Changed<Cluster>) {
         let (pools, changed_pools) = mpsc::unbounded_channel();
         let (clusters, changed_clusters) = mpsc::unbounded_channel();
@@ -81,6 +84,7 @@ impl Kinds {
             metrics,
             referrers,
             senders: Senders { pools, clusters },
+            shard,
             watched: Mutex::new(HashMap::new()),
         };
         (kinds, stream(changed_pools), stream(changed_clusters))
@@ -97,13 +101,16 @@ impl Kinds {
             return cache.clone();
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let cache = Arc::new(Cache::new(
-            resource.plural.clone(),
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
-                .boxed(),
-            resource.clone(),
+        let cache = Arc::new(sharded(
+            Cache::new(
+                resource.plural.clone(),
+                watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
+                    .boxed(),
+                resource.clone(),
+            ),
+            self.shard,
         ));
         let changes = cache.subscribe();
         let feed = cache.run(self.metrics.clone());

@@ -3,6 +3,7 @@
 //! component (endpoint, failure domains, readiness); on deletion, the
 //! provider's delete until it is done.
 
+use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,10 @@ impl Reconciler for WasmCluster {
         phases![WasmCluster: provider::prepare::<WasmCluster>, delete];
 
     /// The owner Cluster, from the cache.
+    fn role(&self, shard: Shard) -> Role {
+        shard.role(self)
+    }
+
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
         Ok(provider::capi_owner(self, "Cluster").and_then(|owner| {
             ctx.caches

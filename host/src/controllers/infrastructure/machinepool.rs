@@ -3,6 +3,7 @@
 //! replicas and bootstrap data in; instances, providerIDs and readiness
 //! out); on deletion, the provider's delete until it is done.
 
+use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ impl Reconciler for WasmMachinePool {
     ];
     const DELETE_PHASES: &'static [Phase<Self>] =
         phases![WasmMachinePool: provider::prepare::<WasmMachinePool>, delete];
+
+    fn role(&self, shard: Shard) -> Role {
+        shard.role(self)
+    }
 
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
         provider::cluster_of_pool_owner(self, ctx)

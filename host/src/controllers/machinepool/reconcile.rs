@@ -3,6 +3,7 @@
 //! the bootstrap, infrastructure and node phases and the spec fields they
 //! copied; on deletion, the referenced objects and then the Nodes.
 
+use crate::controllers::shard::{Role, Shard};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -34,6 +35,10 @@ impl Reconciler for MachinePool {
     ];
     const DELETE_PHASES: &'static [Phase<Self>] =
         phases![MachinePool: delete::references, delete::nodes];
+
+    fn role(&self, shard: Shard) -> Role {
+        shard.role(self)
+    }
 
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
         let name = &self.spec.cluster_name;

@@ -3,12 +3,13 @@
 //! precompiled cache, checked) and swapped into service; on deletion, taken
 //! out of service before the finalizer goes.
 
+use crate::controllers::shard::{Role, Shard};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, Resource as _, ResourceExt as _};
+use kube::{Api, ResourceExt as _};
 
 use super::oci::{self, Fetched, Origin};
 use super::rollout;
@@ -39,6 +40,10 @@ impl Reconciler for ProviderModule {
     const SUMMARY: ConditionType = ConditionType::Ready;
     const PHASES: &'static [Phase<Self>] = phases![ProviderModule: load, check_credentials];
     const DELETE_PHASES: &'static [Phase<Self>] = phases![ProviderModule: unload];
+
+    fn role(&self, shard: Shard) -> Role {
+        shard.role_shared()
+    }
 
     fn summarize(_: &mut Scope<Self>, _: &Context, _: &[Result<Outcome, Error>]) {}
 }
@@ -223,18 +228,19 @@ async fn install(
                 "provider in service"
             );
             if previous.is_some() {
-                ctx.publish(
-                    &module.object_ref(&()),
-                    Reason::Swapped,
-                    format!(
-                        "{} {} ({}) replaced {}",
-                        loaded.info.name,
-                        loaded.info.version,
-                        loaded.digest,
-                        previous_digest.as_deref().unwrap_or("the same code")
-                    ),
-                )
-                .await;
+                scope
+                    .publish(
+                        ctx,
+                        Reason::Swapped,
+                        format!(
+                            "{} {} ({}) replaced {}",
+                            loaded.info.name,
+                            loaded.info.version,
+                            loaded.digest,
+                            previous_digest.as_deref().unwrap_or("the same code")
+                        ),
+                    )
+                    .await;
             }
             ready(scope, &loaded, previous_digest, origin);
             if let Some(origin) = origin {

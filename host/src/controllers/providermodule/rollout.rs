@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use kube::Resource as _;
-
 use crate::api::providermodule::{CanaryStatus, ProviderModuleSpec, RolloutStrategy};
 use crate::api::{ProviderModule, Reason};
 use crate::controllers::context::Context;
@@ -90,15 +88,20 @@ pub(super) async fn promoted(
         return None;
     }
     let previous = scope.status.active_digest.clone();
-    ctx.publish(
-        &scope.object.object_ref(&()),
-        Reason::Promoted,
-        format!(
-            "{} {} ({}) serves every object after {} calls as a canary ({} broke)",
-            current.info.name, current.info.version, current.digest, canary.calls, canary.failures
-        ),
-    )
-    .await;
+    scope
+        .publish(
+            ctx,
+            Reason::Promoted,
+            format!(
+                "{} {} ({}) serves every object after {} calls as a canary ({} broke)",
+                current.info.name,
+                current.info.version,
+                current.digest,
+                canary.calls,
+                canary.failures
+            ),
+        )
+        .await;
     previous
 }
 
@@ -128,10 +131,5 @@ pub(super) async fn start(
         generation: scope.object.metadata.generation,
     });
     ctx.runtime.registry().start_canary(loaded, policy);
-    ctx.publish(
-        &scope.object.object_ref(&()),
-        Reason::CanaryStarted,
-        message,
-    )
-    .await;
+    scope.publish(ctx, Reason::CanaryStarted, message).await;
 }
