@@ -11,7 +11,7 @@ use capwasm::api::MachinePool;
 use capwasm::controllers::shard;
 use kube::Api;
 use testenv::flows::{scale, wait_for_pool};
-use testenv::install::Install;
+use testenv::install::{Install, RECONCILES};
 use testenv::operator::{Launch, OperatorProcess};
 
 const SHARDS: u32 = 3;
@@ -20,7 +20,8 @@ const PER_SHARD: usize = 2;
 
 #[tokio::test]
 async fn each_cluster_is_reconciled_by_its_shard_alone_and_a_killed_shard_is_taken_over() {
-    let mut install = Install::sharded("shards", SHARDS).await;
+    let log = format!("info,{RECONCILES}=debug");
+    let mut install = Install::sharded("shards", SHARDS, &log).await;
     let ns = install.ns.clone();
     let mut shards = vec![None, None];
     for index in 1..SHARDS {

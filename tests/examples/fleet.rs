@@ -18,6 +18,9 @@
 //! operator stopped and started with every pool Running, the seconds until
 //! it had reconciled as many pools as there are, and the writes it made.
 //!
+//! With `FLEET_SHARDS=N`, capwasm runs as N shards (`--shards N`), each
+//! process's CPU and peak memory printed; no restart then.
+//!
 //!     make fleet-bench FLEET="50 2 3"
 //!     cargo run --release -p capwasm-tests --example fleet [CLUSTERS POOLS REPLICAS [capwasm|upstream|both]]
 
@@ -33,6 +36,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use testenv::flows::{self, Apis, Providers};
 use testenv::install::{Core, Install};
+use testenv::operator::OperatorProcess;
 use testenv::scoped::{CLUSTER_LABEL, ScopedWorkload};
 use testenv::usage::{self, Usage};
 
@@ -169,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
 
 /// The fleet under `core`, from nothing to deleted.
 async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::Result<Figures> {
-    let mut install = Install::with_core("fleet", core).await;
+    let mut install = Box::pin(install(core)).await?;
     let scoped =
         ScopedWorkload::start(install.env.workload().context("a workload server")?).await?;
     let client = install.client.clone();
@@ -236,12 +240,15 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     };
     let usage = controllers_usage(&install);
     let restart = match core {
-        Core::Capwasm => Some(restart_at_rest(&mut install, pool_count).await?),
-        Core::Upstream => None,
+        Core::Capwasm if install.shards.is_empty() => {
+            Some(restart_at_rest(&mut install, pool_count).await?)
+        }
+        _ => None,
     };
     let before_delete = controllers_usage(&install);
     let delete = delete_reporting(&install, &apis).await?;
     let after = controllers_usage(&install);
+    print_shards(&install);
     Ok(Figures {
         running_p50: percentile(&times, 50),
         running_p99: percentile(&times, 99),
@@ -256,6 +263,46 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         },
         restart,
     })
+}
+
+/// The install under `core`: capwasm as `FLEET_SHARDS` shards if set.
+async fn install(core: Core) -> anyhow::Result<Install> {
+    let shards: u32 = match std::env::var("FLEET_SHARDS") {
+        Ok(n) => n
+            .parse()
+            .with_context(|| format!("FLEET_SHARDS is not a count: {n}"))?,
+        Err(_) => 1,
+    };
+    if core == Core::Upstream || shards < 2 {
+        return Ok(Install::with_core("fleet", core).await);
+    }
+    let mut install = Install::sharded("fleet", shards, "info").await;
+    for index in 1..shards {
+        let shard = install
+            .start_shard(index, &format!("shard-{index}"), true)
+            .await;
+        install.shards.push(shard);
+    }
+    Ok(install)
+}
+
+/// Each shard's CPU seconds and peak memory so far, if there are shards.
+fn print_shards(install: &Install) {
+    if install.shards.is_empty() {
+        return;
+    }
+    let each: Vec<String> = install
+        .operators()
+        .map(|o| {
+            let usage = usage::of_tree(o.process_id());
+            format!(
+                "{:.1}s {}MiB",
+                usage.cpu_seconds,
+                usage.peak_rss_bytes >> 20
+            )
+        })
+        .collect();
+    eprintln!("    each shard, cpu and peak rss: {}", each.join(", "));
 }
 
 /// Creates Cluster `cluster` seeing its own Nodes through `scoped`, and its
@@ -430,7 +477,10 @@ async fn quiet(client: &kube::Client) -> anyhow::Result<BTreeMap<String, f64>> {
 
 /// CPU and peak memory of the controller processes.
 fn controllers_usage(install: &Install) -> Usage {
-    let mut pids = vec![install.operator.process_id()];
+    let mut pids: Vec<u32> = install
+        .operators()
+        .map(OperatorProcess::process_id)
+        .collect();
     pids.extend(
         install
             .upstream
@@ -475,12 +525,15 @@ async fn profile(client: &kube::Client, stage: &str) {
 /// CPU seconds so far of each process on the machine's two cores.
 fn cpu_by_process(install: &Install) -> Vec<(&'static str, f64)> {
     let management = install.env.management();
-    let mut processes = vec![
-        ("operator", install.operator.process_id()),
+    let mut processes: Vec<(&'static str, u32)> = install
+        .operators()
+        .map(|o| ("operator", o.process_id()))
+        .collect();
+    processes.extend([
         ("management apiserver", management.pid()),
         ("etcd", management.etcd_pid()),
         ("harness and cloud", std::process::id()),
-    ];
+    ]);
     if let Some(workload) = install.env.workload() {
         processes.push(("workload apiserver", workload.pid()));
     }
@@ -493,31 +546,44 @@ fn cpu_by_process(install: &Install) -> Vec<(&'static str, f64)> {
         .collect()
 }
 
-/// MachinePool reconciles capwasm's operator has made since it started.
+/// MachinePool reconciles capwasm's operators have made since they started.
 async fn pool_reconciles(install: &Install) -> anyhow::Result<f64> {
-    let (status, text) = install.operator.get("/metrics").await;
-    if status != 200 {
-        bail!("the operator's /metrics answered {status}");
+    let mut sum = 0.0;
+    for text in metrics(install).await? {
+        sum += text
+            .lines()
+            .find(|l| l.starts_with("capwasm_reconcile_total{controller=\"machinepool\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
     }
-    Ok(text
-        .lines()
-        .find(|l| l.starts_with("capwasm_reconcile_total{controller=\"machinepool\"}"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0))
+    Ok(sum)
 }
 
-/// The operator's failed reconciles so far, by controller and error.
+/// The operators' failed reconciles so far, by controller and error.
 async fn failures(install: &Install) -> anyhow::Result<String> {
-    let (status, text) = install.operator.get("/metrics").await;
-    if status != 200 {
-        bail!("the operator's /metrics answered {status}");
-    }
-    Ok(text
-        .lines()
-        .filter_map(|l| l.strip_prefix("capwasm_reconcile_failures_total"))
+    Ok(metrics(install)
+        .await?
+        .iter()
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("capwasm_reconcile_failures_total"))
+        })
         .collect::<Vec<_>>()
         .join(", "))
+}
+
+/// Each operator's `/metrics`.
+async fn metrics(install: &Install) -> anyhow::Result<Vec<String>> {
+    let mut all = Vec::new();
+    for operator in install.operators() {
+        let (status, text) = operator.get("/metrics").await;
+        if status != 200 {
+            bail!("the operator's /metrics answered {status}");
+        }
+        all.push(text);
+    }
+    Ok(all)
 }
 
 /// The `p`th percentile of sorted `times`.

@@ -70,8 +70,10 @@ pub struct Install {
     pub ns: String,
     /// Upstream's manager, with [`Core::Upstream`].
     pub upstream: Option<UpstreamManager>,
-    /// `capwasm run`.
+    /// `capwasm run` (shard 0 of a [`Install::sharded`] install).
     pub operator: OperatorProcess,
+    /// The other shards, as the caller starts them ([`Install::start_shard`]).
+    pub shards: Vec<OperatorProcess>,
     /// Its flags.
     args: Vec<String>,
     /// Its `RUST_LOG`.
@@ -148,15 +150,20 @@ impl Install {
     }
 
     /// capwasm alone as shard 0 of `shards` (the others started with
-    /// [`Install::start_shard`]), each logging which objects it reconciles.
+    /// [`Install::start_shard`]), logging as `log` says ([`RECONCILES`] at
+    /// debug: which objects each reconciles).
     ///
     /// # Panics
     ///
     /// If any part cannot start.
-    pub async fn sharded(prefix: &str, shards: u32) -> Self {
+    pub async fn sharded(prefix: &str, shards: u32, log: &str) -> Self {
         let args = [format!("--shards={shards}"), "--shard-index=0".to_owned()];
-        let log = format!("info,{RECONCILES}=debug");
-        Self::build(prefix, Core::Capwasm, Identity::Admin, &args, &log).await
+        Self::build(prefix, Core::Capwasm, Identity::Admin, &args, log).await
+    }
+
+    /// Every `capwasm run` of the install: shard 0 (or the only one) first.
+    pub fn operators(&self) -> impl Iterator<Item = &OperatorProcess> {
+        std::iter::once(&self.operator).chain(&self.shards)
     }
 
     /// Starts `capwasm run` as shard `index` of a [`Install::sharded`]
@@ -296,6 +303,7 @@ impl Install {
             ns,
             upstream,
             operator,
+            shards: Vec::new(),
             args,
             log: log.to_owned(),
             _cache: cache,
