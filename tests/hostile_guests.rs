@@ -11,7 +11,7 @@ use capwasm::wasm::text;
 use capwasm::wasm::types::ProviderError;
 use capwasm::wasm::{
     CallError, Capabilities, Error, HttpLimits, Limits, LoadedProvider, MemoryBound, Metrics,
-    ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
+    ProviderSource, ProviderSpec, Runtime, RuntimeSettings, THROTTLE_AFTER,
 };
 use testenv::{KUBEADM_JOIN_CONFIG, guest_path};
 
@@ -91,20 +91,37 @@ async fn well_behaved_runtime() -> (Runtime, Metrics) {
     well_behaved_runtime_with(None).await
 }
 
+/// The tests' runtime settings, all guests' memory within `budget` bytes.
+fn settings(budget: Option<usize>) -> RuntimeSettings {
+    RuntimeSettings {
+        max_memory_bytes: 64 << 20,
+        max_instances: 16,
+        cache: None,
+        guest_memory_budget_bytes: budget,
+        ..RuntimeSettings::default()
+    }
+}
+
+/// A runtime of `settings` serving `file` as [`HOSTILE`] (under [`limits`])
+/// and kubeadm-bootstrap as [`WELL_BEHAVED`].
+async fn runtime_with_settings(file: &str, settings: RuntimeSettings) -> (Runtime, Metrics) {
+    let (runtime, metrics) = well_behaved_runtime_in(settings).await;
+    let loaded = load(&runtime, HOSTILE, file, Capabilities::default(), limits())
+        .await
+        .unwrap_or_else(|e| panic!("loading {file}: {e:#?} (run `make guests`)"));
+    runtime.registry().install(Arc::new(loaded));
+    (runtime, metrics)
+}
+
 /// [`well_behaved_runtime`], all guests' memory within `budget` bytes.
 async fn well_behaved_runtime_with(budget: Option<usize>) -> (Runtime, Metrics) {
+    well_behaved_runtime_in(settings(budget)).await
+}
+
+/// [`well_behaved_runtime`] of `settings`.
+async fn well_behaved_runtime_in(settings: RuntimeSettings) -> (Runtime, Metrics) {
     let metrics = Metrics::default();
-    let runtime = Runtime::new(
-        RuntimeSettings {
-            max_memory_bytes: 64 << 20,
-            max_instances: 16,
-            cache: None,
-            guest_memory_budget_bytes: budget,
-            ..RuntimeSettings::default()
-        },
-        Some(metrics.clone()),
-    )
-    .expect("runtime");
+    let runtime = Runtime::new(settings, Some(metrics.clone())).expect("runtime");
     let loaded = load(
         &runtime,
         WELL_BEHAVED,
@@ -238,6 +255,75 @@ mod infinite_loop {
         );
         assert!(served >= 2, "served before and after: {served}");
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deadlines_in_a_row_throttle_it_while_others_are_served() {
+        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let mut told = runtime.throttles();
+        let request = requests::generate("{}");
+        let (results, served) = while_serving_others(&runtime, async {
+            let calls = (0..THROTTLE_AFTER).map(|_| runtime.generate(HOSTILE, &request));
+            futures::future::join_all(calls).await
+        })
+        .await;
+        for result in results {
+            let err = result.expect_err("the loop fails");
+            assert!(matches!(err, CallError::DeadlineExceeded { .. }), "{err}");
+        }
+        assert!(served >= 2, "served before and after: {served}");
+        assert_eq!(told.try_recv().as_deref(), Ok(HOSTILE));
+        let throttled = runtime.throttled(HOSTILE).expect("throttled");
+        assert_eq!(throttled.deadlines, THROTTLE_AFTER);
+
+        // Refused at once, saying why, while the others are still served.
+        let started = Instant::now();
+        let refused = runtime
+            .generate(HOSTILE, &request)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(refused, CallError::Throttled { deadlines, .. } if deadlines == THROTTLE_AFTER),
+            "{refused}"
+        );
+        assert!(started.elapsed() < limits().deadline, "refused at once");
+        assert!(
+            refused.to_string().contains("ran into their deadline"),
+            "{refused}"
+        );
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "throttled"), 1);
+        runtime
+            .generate(WELL_BEHAVED, &requests::generate(KUBEADM_JOIN_CONFIG))
+            .await
+            .expect("the others are served");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn its_calls_beyond_its_share_of_turns_wait_for_one() {
+        let (runtime, _) = runtime_with_settings(
+            COVERS,
+            RuntimeSettings {
+                max_calls_per_provider: 2,
+                ..settings(None)
+            },
+        )
+        .await;
+        let request = requests::generate("{}");
+        let started = Instant::now();
+        let calls = (0..4).map(|_| async {
+            let result = runtime.generate(HOSTILE, &request).await;
+            (result, started.elapsed())
+        });
+        let mut ended: Vec<Duration> = Vec::new();
+        for (result, elapsed) in futures::future::join_all(calls).await {
+            let err = result.expect_err("the loop fails");
+            assert!(matches!(err, CallError::DeadlineExceeded { .. }), "{err}");
+            ended.push(elapsed);
+        }
+        ended.sort();
+        // Two ran at once; the other two waited for their turn, then ran
+        // their whole deadline.
+        assert!(ended[3] >= limits().deadline * 2, "{ended:?}");
     }
 }
 

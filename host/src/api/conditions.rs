@@ -33,6 +33,9 @@ pub enum ConditionType {
     CredentialsReady,
     /// A ProviderModule's registry answered for its image (OCI sources only).
     SourceAvailable,
+    /// A ProviderModule's calls are refused for a while: they kept running
+    /// into their deadline.
+    Throttled,
 }
 
 impl ConditionType {
@@ -52,6 +55,7 @@ impl ConditionType {
             Self::ScalingDown => "ScalingDown",
             Self::CredentialsReady => "CredentialsReady",
             Self::SourceAvailable => "SourceAvailable",
+            Self::Throttled => "Throttled",
         }
     }
 }
@@ -203,6 +207,10 @@ reasons! {
     GuestTrapped,
     /// The provider's code ran past its deadline.
     GuestTimedOut,
+    /// The provider's calls kept running into their deadline: they are refused for a while.
+    ProviderThrottled,
+    /// The provider's calls are not throttled.
+    NotThrottled,
     /// The provider's code exceeded its memory limit.
     GuestMemoryLimit,
     /// The provider returned more than its output limit.
@@ -294,6 +302,7 @@ impl Reason {
                 | Self::ProviderFailed
                 | Self::GuestTrapped
                 | Self::GuestTimedOut
+                | Self::ProviderThrottled
                 | Self::GuestMemoryLimit
                 | Self::GuestOutputTooLarge
                 | Self::InvalidProviderResult

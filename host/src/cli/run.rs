@@ -54,6 +54,15 @@ pub struct Args {
     #[arg(long, value_name = "MIB",
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     guest_memory_budget_mib: Option<u32>,
+    /// Calls of one provider that may run at once; more wait their turn,
+    /// so that one provider's backlog never holds every instance slot.
+    #[arg(long, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_calls_per_provider: u32,
+    /// The share of a core one provider's calls may compute, beyond a
+    /// 2-second burst; a call past it waits at its next 10 ms tick.
+    #[arg(long, default_value_t = 0.5, value_name = "CORES")]
+    provider_cpu_share: f64,
     /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -120,6 +129,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
 async fn serve(args: &Args) -> anyhow::Result<()> {
     let shard = args.shard()?;
+    if !(args.provider_cpu_share > 0.0 && args.provider_cpu_share.is_finite()) {
+        bail!("--provider-cpu-share must be a number of cores above 0, such as 0.5");
+    }
     if shard.count() > 1 && !args.leader_elect {
         bail!(
             "--shards needs --leader-elect: a shard's Lease is what keeps two replicas from running it at once"
@@ -148,6 +160,8 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             max_memory_bytes: args.max_provider_memory_mib << 20,
             max_instances: args.max_provider_instances,
             guest_memory_budget_bytes: args.guest_memory_budget_mib.map(|mib| (mib as usize) << 20),
+            max_calls_per_provider: args.max_calls_per_provider,
+            provider_cpu_share: args.provider_cpu_share,
             cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
             ..RuntimeSettings::default()
         },

@@ -115,6 +115,9 @@ impl Error {
                 // Calling again gives the same answer until the object or its config changes.
                 ProviderError::Terminal(_) | ProviderError::InvalidConfig(_) => Retry::OnChange,
             },
+            Self::Guest(CallError::Throttled { remaining, .. }) => {
+                Retry::After((*remaining).max(Duration::from_secs(1)))
+            }
             // The ProviderModule watch brings the object back when a version is loaded.
             Self::Guest(CallError::NotLoaded(_) | CallError::WrongWorld { .. }) => Retry::OnChange,
             _ => Retry::Backoff,
@@ -128,6 +131,7 @@ pub fn guest_reason(error: &CallError) -> Reason {
         CallError::NotLoaded(_) | CallError::WrongWorld { .. } => Reason::ProviderNotReady,
         CallError::Trapped { .. } => Reason::GuestTrapped,
         CallError::DeadlineExceeded { .. } => Reason::GuestTimedOut,
+        CallError::Throttled { .. } => Reason::ProviderThrottled,
         CallError::MemoryLimit { .. } => Reason::GuestMemoryLimit,
         CallError::OutputTooLarge { .. } => Reason::GuestOutputTooLarge,
         CallError::InvalidResult { .. } => Reason::InvalidProviderResult,

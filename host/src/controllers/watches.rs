@@ -80,7 +80,7 @@ where
 
 /// The ProviderModule of each provider put in service, promoted or rolled
 /// back by the runtime rather than by its own reconcile.
-pub fn modules_installed(
+pub fn modules_named(
     installs: broadcast::Receiver<Arc<str>>,
 ) -> impl Stream<Item = ObjectRef<crate::api::ProviderModule>> + Send + 'static {
     futures::stream::unfold(installs, |mut installs| async move {

@@ -8,14 +8,16 @@
 //! ends at its deadline: the future is dropped there, and the instance with
 //! it (calls are idempotent by contract, so an abandoned one is safe).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
+use super::fairness::{self, Fairness, Share, Waiting};
 use super::limits::{GuestMemory, MemoryBound};
 use super::metrics::Metrics;
 use super::provider::{Callee, ProviderPre, WorldExports};
@@ -32,6 +34,8 @@ pub(crate) struct Host<'a> {
     pub(crate) engine: &'a Engine,
     /// Instance slots: a call waits for one before it instantiates.
     pub(crate) slots: &'a Semaphore,
+    /// Each provider's share of calls and CPU.
+    pub(crate) fairness: &'a Fairness,
     /// Outgoing connections of all guests together.
     pub(crate) connections: &'a std::sync::Arc<Semaphore>,
     /// Linear memory of all guests together.
@@ -62,9 +66,23 @@ pub(crate) async fn run<R>(
         outcome = tracing::field::Empty
     );
     let started = Instant::now();
-    let result = bounded(host, callee, export, body)
-        .instrument(span.clone())
-        .await;
+    let share = host.fairness.share(callee.name);
+    let result = match share.admit(callee.name, callee.digest) {
+        Ok(()) => {
+            bounded(host, callee, &share, export, body)
+                .instrument(span.clone())
+                .await
+        }
+        Err(refused) => Err(refused),
+    };
+    if share.record(callee.digest, fairness::ended(&result)) {
+        tracing::warn!(
+            provider = &**callee.name,
+            digest = callee.digest,
+            "provider throttled: its calls keep running into their deadline"
+        );
+        host.fairness.tell(callee.name);
+    }
     let outcome = match &result {
         Ok(_) => "ok",
         Err(e) => e.outcome(),
@@ -77,8 +95,9 @@ pub(crate) async fn run<R>(
 }
 
 /// A store for one call under the provider's limits, yielding to the
-/// executor at every epoch tick.
-fn store(host: &Host<'_>, callee: &Callee<'_>) -> Store<CallState> {
+/// executor at every epoch tick, and waiting there while its provider has
+/// computed past its share.
+fn store(host: &Host<'_>, callee: &Callee<'_>, share: &Arc<Share>) -> Store<CallState> {
     let state = CallState::new(
         callee.name.clone(),
         callee.limits,
@@ -93,7 +112,15 @@ fn store(host: &Host<'_>, callee: &Callee<'_>) -> Store<CallState> {
     } else {
         store.limiter(|state| &mut state.limiter);
     }
-    store.epoch_deadline_async_yield_and_update(1);
+    let share = share.clone();
+    store.epoch_deadline_callback(move |_| {
+        let wait = share.spend_tick();
+        Ok(if wait.is_zero() {
+            UpdateDeadline::Yield(1)
+        } else {
+            UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(wait)))
+        })
+    });
     // What the guest hands the host, in one result or one host call, is
     // lifted against this: every element at its size in the host, every
     // byte of a string or list.
@@ -105,6 +132,7 @@ fn store(host: &Host<'_>, callee: &Callee<'_>) -> Store<CallState> {
 async fn bounded<R>(
     host: &Host<'_>,
     callee: &Callee<'_>,
+    share: &Arc<Share>,
     export: &'static str,
     body: impl AsyncFnOnce(
         &mut Store<CallState>,
@@ -112,13 +140,13 @@ async fn bounded<R>(
         &ProviderPre,
     ) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
-    let _slot = host
-        .slots
-        .acquire()
-        .await
-        .map_err(|_| CallError::NotLoaded("the runtime is shutting down".into()))?;
+    let shutting_down = || CallError::NotLoaded("the runtime is shutting down".into());
+    let waiting = Waiting::new(share);
+    let _turn = share.turn().await.ok_or_else(shutting_down)?;
+    let _slot = host.slots.acquire().await.map_err(|_| shutting_down())?;
+    drop(waiting);
     let deadline = callee.limits.deadline;
-    let mut store = store(host, callee);
+    let mut store = store(host, callee, share);
     // The outer error: no instance could be made.
     let call = async {
         let instance = callee.pre.instance.instantiate_async(&mut store).await?;

@@ -137,6 +137,20 @@ pub enum CallError {
         /// message it sent through `log` (either way, its panic message).
         last_words: String,
     },
+    /// The provider's calls kept running into their deadline: its calls
+    /// are refused for a while (see `fairness`).
+    #[error(
+        "provider {provider:?} is throttled for another {}s: {deadlines} of its calls in a row ran into their deadline",
+        remaining.as_secs().max(1)
+    )]
+    Throttled {
+        /// The provider.
+        provider: String,
+        /// Its calls in a row that ran into their deadline.
+        deadlines: u32,
+        /// How long its calls are still refused.
+        remaining: Duration,
+    },
     /// The call ran past its deadline and was interrupted.
     #[error("provider {provider:?} ({digest}) exceeded its {deadline:?} deadline in {export}")]
     DeadlineExceeded {
@@ -262,6 +276,7 @@ impl CallError {
             Self::NotLoaded(_) | Self::WrongWorld { .. } => "not_loaded",
             Self::Trapped { .. } => "trap",
             Self::DeadlineExceeded { .. } => "timeout",
+            Self::Throttled { .. } => "throttled",
             Self::MemoryLimit { .. } => "memory_limit",
             Self::OutputTooLarge { .. } => "output_too_large",
             Self::InvalidResult { .. } => "invalid_result",

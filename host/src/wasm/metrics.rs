@@ -7,6 +7,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -23,6 +24,11 @@ struct CallLabels {
 struct ExportLabels {
     provider: Arc<str>,
     export: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabels {
+    provider: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -47,6 +53,7 @@ pub struct Metrics {
     duration: Family<ExportLabels, Histogram>,
     http_refusals: Family<LimitLabels, Counter>,
     invalid_results: Family<ExportLabels, Counter>,
+    waiting: Family<ProviderLabels, Gauge>,
 }
 
 impl Metrics {
@@ -78,7 +85,21 @@ impl Metrics {
             "Outgoing HTTP requests of provider components refused, by provider and the limit crossed (host, requests_per_call, in_flight_per_call, in_flight_per_provider, connections)",
             metrics.http_refusals.clone(),
         );
+        registry.register(
+            "capwasm_guest_calls_waiting",
+            "Calls of each provider queued for its turn (its share of concurrent calls) or an instance slot: queued, not dropped",
+            metrics.waiting.clone(),
+        );
         metrics
+    }
+
+    /// The gauge of `provider`'s queued calls.
+    pub(crate) fn waiting(&self, provider: &Arc<str>) -> Gauge {
+        self.waiting
+            .get_or_create(&ProviderLabels {
+                provider: provider.clone(),
+            })
+            .clone()
     }
 
     pub(crate) fn record_call(
@@ -194,6 +215,7 @@ impl Default for Metrics {
             }),
             http_refusals: Family::default(),
             invalid_results: Family::default(),
+            waiting: Family::default(),
         }
     }
 }

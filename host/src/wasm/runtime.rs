@@ -12,6 +12,7 @@ use super::cache::PrecompiledCache;
 use super::call::{GuestResult, Host};
 use super::credentials::withhold;
 use super::engine::{self, EpochTicker};
+use super::fairness::{Fairness, Throttled};
 use super::host::auth::Keys;
 use super::limits::GuestMemory;
 use super::linkers::Linkers;
@@ -38,6 +39,10 @@ pub struct RuntimeSettings {
     /// Linear memory all guests together may hold, in bytes; `None`: only
     /// each instance's own cap bounds it.
     pub guest_memory_budget_bytes: Option<usize>,
+    /// Calls of one provider that may run at once; more wait their turn.
+    pub max_calls_per_provider: u32,
+    /// The share of a core one provider's calls may compute beyond a burst.
+    pub provider_cpu_share: f64,
 }
 
 impl Default for RuntimeSettings {
@@ -48,6 +53,8 @@ impl Default for RuntimeSettings {
             cache: None,
             max_guest_connections: 256,
             guest_memory_budget_bytes: None,
+            max_calls_per_provider: 16,
+            provider_cpu_share: 0.5,
         }
     }
 }
@@ -70,6 +77,7 @@ struct Inner {
     settings: RuntimeSettings,
     metrics: Option<Metrics>,
     slots: Semaphore,
+    fairness: Fairness,
     connections: Arc<Semaphore>,
     memory: GuestMemory,
     /// Set once the runtime stops: calls in flight are abandoned.
@@ -88,6 +96,11 @@ impl Runtime {
                 linkers,
                 registry: Registry::default(),
                 slots: Semaphore::new(settings.max_instances as usize),
+                fairness: Fairness::new(
+                    settings.max_calls_per_provider,
+                    settings.provider_cpu_share,
+                    metrics.clone(),
+                ),
                 connections: Arc::new(Semaphore::new(settings.max_guest_connections as usize)),
                 memory: GuestMemory::new(settings.guest_memory_budget_bytes),
                 stopping: tokio::sync::watch::Sender::new(false),
@@ -103,10 +116,21 @@ impl Runtime {
         &self.inner.registry
     }
 
+    /// Provider `name`'s throttle, if its calls are refused now.
+    pub fn throttled(&self, name: &str) -> Option<Throttled> {
+        self.inner.fairness.throttled(name)
+    }
+
+    /// The names of providers throttled from now on.
+    pub fn throttles(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.inner.fairness.changes()
+    }
+
     fn host(&self) -> Host<'_> {
         Host {
             engine: &self.inner.engine,
             slots: &self.inner.slots,
+            fairness: &self.inner.fairness,
             connections: &self.inner.connections,
             memory: &self.inner.memory,
             stopping: &self.inner.stopping,

@@ -288,7 +288,11 @@ fn describe(error: &CallError) -> Option<(String, Verdict)> {
             format!("cannot instantiate: {}", crate::report::error_chain(error)),
             Verdict::Instantiate,
         ),
-        CallError::NotLoaded(_) | CallError::WrongWorld { .. } | CallError::Abandoned { .. } => {
+        // One call is never throttled.
+        CallError::NotLoaded(_)
+        | CallError::WrongWorld { .. }
+        | CallError::Abandoned { .. }
+        | CallError::Throttled { .. } => {
             return None;
         }
     })

@@ -60,9 +60,11 @@ pub fn run(
                 .collect::<Vec<_>>()
         })
         // A canary promoted or rolled back by the runtime.
-        .reconcile_on(super::watches::modules_installed(
+        .reconcile_on(super::watches::modules_named(
             ctx.runtime.registry().installs(),
         ))
+        // A module throttled by the runtime.
+        .reconcile_on(super::watches::modules_named(ctx.runtime.throttles()))
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile::<ProviderModule>,

@@ -38,7 +38,8 @@ impl Reconciler for ProviderModule {
     const FIELD_MANAGER: &'static str = FIELD_MANAGER;
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const SUMMARY: ConditionType = ConditionType::Ready;
-    const PHASES: &'static [Phase<Self>] = phases![ProviderModule: load, check_credentials];
+    const PHASES: &'static [Phase<Self>] =
+        phases![ProviderModule: load, check_credentials, throttle];
     const DELETE_PHASES: &'static [Phase<Self>] = phases![ProviderModule: unload];
 
     fn role(&self, shard: Shard) -> Role {
@@ -82,6 +83,40 @@ async fn check_credentials(
             Ok(Outcome::RequeueAfter(CREDENTIALS_POLL))
         }
     }
+}
+
+/// Whether the module's calls are refused for a while, as `Throttled`
+/// (only once it has been throttled): they kept running into their
+/// deadline, so its objects back off instead of burning the cores the
+/// others need. Looked at again when the throttle ends.
+async fn throttle(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcome, Error> {
+    let name = scope.object.name_any();
+    if let Some(throttled) = ctx.runtime.throttled(&name) {
+        scope.set(Desired::holds(
+            ConditionType::Throttled,
+            Reason::ProviderThrottled,
+            format!(
+                "{} calls in a row of {} ran into their deadline: its calls are refused, and its objects wait, for another {}s",
+                throttled.deadlines,
+                throttled.digest,
+                throttled.remaining.as_secs().max(1)
+            ),
+        ));
+        return Ok(Outcome::RequeueAfter(throttled.remaining));
+    }
+    let was = scope
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == ConditionType::Throttled.as_str());
+    if was {
+        scope.set(Desired::fails(
+            ConditionType::Throttled,
+            Reason::NotThrottled,
+            "its calls are served",
+        ));
+    }
+    Ok(Outcome::Continue)
 }
 
 /// Takes the module out of service; calls in flight finish on the version they hold.
