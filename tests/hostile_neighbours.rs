@@ -26,8 +26,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use testenv::TestEnv;
 use testenv::flows::{
-    Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_cluster, wait_for_module,
-    wait_for_pool,
+    Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_cluster, wait_for_event,
+    wait_for_module, wait_for_pool,
 };
 use testenv::operator::OperatorProcess;
 
@@ -243,12 +243,13 @@ fn hostile_pools(good: &Providers, cloud_endpoint: &str) -> Vec<HostilePool> {
     let mut pools: Vec<HostilePool> = (0..SLEEPERS)
         .map(|i| {
             let name = format!("sleeper-{i}");
+            // Each runs into its deadline; a few in a row throttle the module.
             bootstrap(
                 &name,
                 "timer-sleep",
                 sleep.clone(),
-                "GuestTimedOut",
-                "2s deadline",
+                "ProviderThrottled",
+                "ran into their deadline",
             )
         })
         .collect();
@@ -349,7 +350,7 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
             .await
             .unwrap();
     }
-    not_ready_for(&apis.configs, "sleeper-0", "GuestTimedOut").await;
+    not_ready_for(&apis.configs, "sleeper-0", "ProviderThrottled").await;
     let beside = good_pool(&client, &apis, "beside", &good).await;
 
     // Each hostile object says which limit it crossed, in a bounded message.
@@ -385,4 +386,96 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
     assert_eq!(failures, 0, "/healthz failed or took over {HEALTH_BOUND:?}");
     assert!(peak < RSS_BOUND, "peak RSS {} MiB", peak >> 20);
     assert!(status.success(), "{status:?}");
+}
+
+/// Pools served by a bootstrap provider whose every call computes without
+/// end, beside good pools: the endless one is throttled (its objects back
+/// off, its ProviderModule says so with an Event) and the good pools reach
+/// Running. Prints how long the good pools took alone and beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_computing_without_end_is_throttled_and_good_pools_go_on() {
+    let env = TestEnv::shared().await.unwrap();
+    let workload = env.workload().unwrap();
+    let client = env.management().client().unwrap();
+    let ns = env.management().create_namespace("endless").await.unwrap();
+    let apis = Apis::new(&client, &ns);
+    let (_cloud, objects) = Objects::start_cloud(workload.client().unwrap())
+        .await
+        .unwrap();
+    let mut operator = OperatorProcess::start(env.management(), &ns, "endless", &[]).await;
+    let modules = objects.modules(&client, &ns).await.unwrap();
+    let good = objects.providers(&modules);
+    for cluster in ["good", "hostile"] {
+        objects
+            .create_cluster(&client, workload, &ns, cluster, &modules)
+            .await
+            .unwrap();
+        wait_for_cluster(&apis.clusters, cluster, "Provisioned").await;
+    }
+    let alone = good_pools(&client, &apis, "alone", &good).await;
+
+    let endless_module = format!("{ns}-endless");
+    let module = ProviderModuleBuilder::file(
+        &endless_module,
+        World::Bootstrap,
+        &guest_path("hostile_infinite_loop.wasm").to_string_lossy(),
+    )
+    .timeout_millis(ENDLESS_DEADLINE_MILLIS)
+    .build();
+    let modules_api = Api::<ProviderModule>::all(client.clone());
+    modules_api
+        .create(&PostParams::default(), &module)
+        .await
+        .unwrap();
+    wait_for_module(&modules_api, &endless_module, "Ready").await;
+    let endless = Providers {
+        bootstrap: (endless_module.clone(), json!({})),
+        infrastructure: good.infrastructure.clone(),
+    };
+    for i in 0..ENDLESS_POOLS {
+        let pool = MachinePoolBuilder::new(&ns, &format!("endless-{i}"), "hostile")
+            .replicas(1)
+            .build();
+        create_pool(&client, &pool, &endless).await.unwrap();
+    }
+    let beside = good_pools(&client, &apis, "beside", &good).await;
+
+    // The module says it is throttled, with a Warning Event; its objects
+    // back off saying so.
+    let throttled = wait_for(&modules_api, &endless_module, "Throttled", |m| {
+        m.and_then(|m| condition(m.status()?.conditions(), "Throttled"))
+            .is_some_and(|(status, reason, _)| status == "True" && reason == "ProviderThrottled")
+    })
+    .await
+    .unwrap();
+    let (_, _, message) = condition(throttled.status().unwrap().conditions(), "Throttled").unwrap();
+    assert!(message.contains("ran into their deadline"), "{message}");
+    let note = wait_for_event(&client, "", &endless_module, "ProviderThrottled").await;
+    assert!(note.contains("ran into their deadline"), "{note}");
+    let config_message = not_ready_for(&apis.configs, "endless-0", "ProviderThrottled").await;
+    assert!(config_message.contains("throttled"), "{config_message}");
+
+    eprintln!(
+        "{GOOD_POOLS} good pools to Running: alone {alone:.1?}, beside {ENDLESS_POOLS} endless ones {beside:.1?} ({:.2}x)",
+        beside.as_secs_f64() / alone.as_secs_f64()
+    );
+    operator.terminate(SIGTERM_BOUND).await;
+}
+
+/// The endless module's calls' deadline, and its pools.
+const ENDLESS_DEADLINE_MILLIS: u32 = 10_000;
+const ENDLESS_POOLS: usize = 40;
+/// Good pools at a time.
+const GOOD_POOLS: usize = 10;
+
+/// [`GOOD_POOLS`] good pools `<prefix>-<i>` of Cluster `good`, created at
+/// once: how long until all were Running.
+async fn good_pools(client: &Client, apis: &Apis, prefix: &str, providers: &Providers) -> Duration {
+    let started = Instant::now();
+    let names: Vec<String> = (0..GOOD_POOLS).map(|i| format!("{prefix}-{i}")).collect();
+    let running = names
+        .iter()
+        .map(|name| good_pool(client, apis, name, providers));
+    futures::future::join_all(running).await;
+    started.elapsed()
 }

@@ -350,7 +350,7 @@ pub async fn wait_for_pool(
 }
 
 /// Waits until an Event with `reason` about object `name` exists in
-/// `namespace`, and returns its note.
+/// `namespace` (any, if empty), and returns its note.
 ///
 /// # Panics
 ///
@@ -360,7 +360,12 @@ pub async fn wait_for_event(client: &Client, namespace: &str, name: &str, reason
     use k8s_openapi::api::events::v1::Event;
     use kube::runtime::{WatchStreamExt as _, watcher};
 
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    // Events about cluster-scoped objects: in any namespace.
+    let api: Api<Event> = if namespace.is_empty() {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), namespace)
+    };
     let mut seen = Vec::new();
     let mut events = watcher(api, watcher::Config::default())
         .applied_objects()
