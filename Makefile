@@ -12,7 +12,7 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help demo toolchain controlplane upstream-capi guests lint test bench ec2-bench fleet-bench startup-bench
+.PHONY: help demo toolchain controlplane upstream-capi guests lint test bench ec2-bench fleet-bench fault-suite startup-bench
 
 help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
 	@echo "make ec2-bench     the aws-ec2 provider against moto: size, compile, EC2 requests and time per reconcile"
 	@echo "make fleet-bench   the fleet race, capwasm against upstream core: time to Running, deletion, writes, CPU, memory"
+	@echo "make fault-suite   the fault suite in full (FAULTS_POOLS=60): kills, pauses, a failing cloud, a hot swap; then an inventory"
 	@echo "make startup-bench time from nothing to ready management + workload API servers"
 
 # The Rust pieces a fresh machine may lack.
@@ -90,6 +91,13 @@ fleet-bench: guests
 	  tests/upstream-capi/build.sh >/dev/null && \
 	  $(CARGO) build --release --locked -q -p capwasm --bin capwasm && \
 	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --release --locked -q -p capwasm-tests --example fleet -- $(FLEET)
+
+# The fault suite with a larger fleet than make test runs it with.
+fault-suite: guests
+	@assets=$$($(CONTROLPLANE)) && \
+	  $(CARGO) build --locked -q -p capwasm --bin capwasm && \
+	  FAULTS_POOLS=$${FAULTS_POOLS:-60} KUBEBUILDER_ASSETS="$$assets" \
+	  $(CARGO) test --locked -q -p capwasm-tests --test faults -- --nocapture
 
 startup-bench: toolchain
 	@assets=$$($(CONTROLPLANE)) && \

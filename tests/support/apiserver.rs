@@ -37,6 +37,10 @@ pub struct ApiServer {
     ca: certs::Pem,
     /// Keeps etcd (and the run directory) alive while this server runs.
     etcd: Arc<Etcd>,
+    /// How it was started, to start it again.
+    binary: std::path::PathBuf,
+    args: Vec<String>,
+    log: std::path::PathBuf,
 }
 
 impl ApiServer {
@@ -95,7 +99,12 @@ impl ApiServer {
         ];
         args.extend_from_slice(extra_args);
         let log = dir.join("kube-apiserver.log");
-        let process = Process::spawn("kube-apiserver", &binaries.kube_apiserver, &args, log)?;
+        let process = Process::spawn(
+            "kube-apiserver",
+            &binaries.kube_apiserver,
+            &args,
+            log.clone(),
+        )?;
 
         let kubeconfig = kubeconfig(name, &url, &ca.cert_pem(), &admin);
         let config =
@@ -112,9 +121,28 @@ impl ApiServer {
                 key: ca.key_pem(),
             },
             etcd,
+            binary: binaries.kube_apiserver.clone(),
+            args,
+            log,
         };
         server.wait_ready().await?;
         Ok(server)
+    }
+
+    /// Kills the server (SIGKILL: no shutdown) and starts it again on the
+    /// same port, certificates and etcd, as after a crash; waits until
+    /// `/readyz` answers 200.
+    ///
+    /// # Errors
+    ///
+    /// If the new process does not become ready.
+    pub async fn kill_and_restart(&mut self) -> Result<()> {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).unwrap_or(i32::MAX));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        self.process.stop();
+        self.process =
+            Process::spawn("kube-apiserver", &self.binary, &self.args, self.log.clone())?;
+        self.wait_ready().await
     }
 
     async fn wait_ready(&mut self) -> Result<()> {

@@ -134,6 +134,11 @@ impl TestEnv {
         &self.management
     }
 
+    /// The management API server, to restart it.
+    pub fn management_mut(&mut self) -> &mut ApiServer {
+        &mut self.management
+    }
+
     /// The workload cluster started with the environment, if one was asked for.
     pub fn workload(&self) -> Option<&ApiServer> {
         self.workload.as_ref()

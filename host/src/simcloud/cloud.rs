@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::api::{CreateInstance, Instance, InstanceState};
+use super::faults::{Faults, Injected, Injector};
 use super::inventory::{Bounds, Created, InstanceRecord, Inventory, Refusal, Terminated};
 
 /// How the simulated cloud behaves.
@@ -81,6 +82,8 @@ struct Shared {
     inventory: Mutex<Inventory>,
     /// Bumped after every change, for [`SimCloud::wait_for`] and the Node registrar.
     changes: watch::Sender<u64>,
+    /// The faults asked for.
+    injector: Injector,
 }
 
 impl SimCloud {
@@ -96,6 +99,7 @@ impl SimCloud {
                 settings,
                 inventory: Mutex::new(inventory),
                 changes: watch::Sender::new(0),
+                injector: Injector::default(),
             }),
         }
     }
@@ -103,6 +107,20 @@ impl SimCloud {
     /// Its settings.
     pub fn settings(&self) -> &Settings {
         &self.shared.settings
+    }
+
+    /// Injects `faults` into the requests from now on ([`Faults::default`]: none).
+    pub fn set_faults(&self, faults: Faults) {
+        self.shared.injector.set(faults);
+    }
+
+    /// How many requests each fault hit so far.
+    pub fn injected(&self) -> Injected {
+        self.shared.injector.injected()
+    }
+
+    pub(super) fn injector(&self) -> &Injector {
+        &self.shared.injector
     }
 
     /// Every listed instance (terminating ones included), oldest first.

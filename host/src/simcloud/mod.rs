@@ -24,6 +24,8 @@
 //!   413), bootstrap data (400), and instances ([`Settings::max_instances`],
 //!   429 with Retry-After, so providers retry).
 //! - With [`Settings::bearer_token`], requests without it get 401.
+//! - [`SimCloud::set_faults`] makes a share of requests fail: 503, an answer
+//!   held past any timeout, or one cut off (the last two after handling).
 //!
 //! Errors are JSON [`ErrorBody`]s with a CamelCase code.
 
@@ -31,6 +33,7 @@ mod api;
 mod bootstrap;
 mod cloud;
 mod error;
+mod faults;
 mod inventory;
 mod nodes;
 mod server;
@@ -42,5 +45,6 @@ pub use api::{
 pub use bootstrap::JoinFailure;
 pub use cloud::{Settings, SimCloud};
 pub use error::Error;
+pub use faults::{Faults, HANG, Injected};
 pub use inventory::InstanceRecord;
 pub use server::RunningSimCloud;

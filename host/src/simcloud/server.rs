@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use super::api::{CreateInstance, ErrorBody, Instance, InstanceList};
 use super::cloud::SimCloud;
 use super::error::Error;
+use super::faults;
 use super::inventory::{Created, Refusal};
 use super::nodes;
 use crate::report::error_chain;
@@ -92,6 +93,8 @@ impl SimCloud {
             .fallback(|| async {
                 ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such API".into())
             })
+            // Faults, when a test asks for them, on requests that got past authorization.
+            .layer(middleware::from_fn_with_state(self.clone(), faults::inject))
             // On every path, unknown ones included, as a real API does.
             .layer(middleware::from_fn_with_state(self.clone(), authorize))
             .layer(middleware::from_fn_with_state(body_limit, read_body))
