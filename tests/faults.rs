@@ -6,7 +6,9 @@
 //! hot-swapped — each phase ending, once the faults stop, with an inventory:
 //! every pool Running at its replicas, cloud instances = replicas (none
 //! duplicated, none leaked), Nodes = instances, nothing of a deleted
-//! Cluster left behind a finalizer. It prints what it injected and found.
+//! Cluster left behind a finalizer. Every pool scaled at once is never
+//! turned away by the API server's priority and fairness (429). It prints
+//! what it injected and found.
 //!
 //! `make test` runs it reduced (20 pools); `FAULTS_POOLS=N` sets the
 //! fleet (`make fault-suite` runs 60).
@@ -89,6 +91,15 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
         Duration::from_secs(8),
     )
     .await;
+    // Every pool scaled at once stayed within the API server's own limits.
+    let rejected = rejected_by_the_api_server(&client).await;
+    log.say(format!(
+        "scaling: requests the API server's priority and fairness rejected: {rejected}"
+    ));
+    assert!(
+        rejected < 1.0,
+        "the flood was throttled by the API server: {rejected}"
+    );
     let restarted = Instant::now();
     install
         .env
@@ -209,6 +220,17 @@ async fn serves_v2(client: &Client, name: &str) {
         Some(v2.as_str()),
         "v2 serves after the swap"
     );
+}
+
+/// Requests the API server's priority and fairness turned away (429) since
+/// it started, from its own metrics.
+async fn rejected_by_the_api_server(client: &Client) -> f64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(request).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Points ProviderModule `name` at sim-infrastructure v2.

@@ -14,7 +14,7 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
 use super::fairness::{self, Fairness, Share, Waiting};
@@ -112,15 +112,27 @@ fn store(host: &Host<'_>, callee: &Callee<'_>, share: &Arc<Share>) -> Store<Call
     } else {
         store.limiter(|state| &mut state.limiter);
     }
+    // What the guest computes (not what it waits for in host calls) is
+    // charged to its provider's CPU share at each epoch tick it reaches.
+    store.call_hook(|mut store, hook| {
+        match hook {
+            CallHook::CallingHost => store.data_mut().compute.enter_host(),
+            CallHook::ReturningFromHost => store.data_mut().compute.leave_host(),
+            CallHook::CallingWasm | CallHook::ReturningFromWasm => {}
+        }
+        Ok(())
+    });
     let share = share.clone();
-    store.epoch_deadline_callback(move |_| {
-        let wait = share.spend_tick();
+    store.epoch_deadline_callback(move |mut store| {
+        let wait = share.spend(store.data_mut().compute.charge());
         Ok(if wait.is_zero() {
             UpdateDeadline::Yield(1)
         } else {
             UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(wait)))
         })
     });
+    // A call that ends within its first tick never reaches the callback.
+    store.set_epoch_deadline(1);
     // What the guest hands the host, in one result or one host call, is
     // lifted against this: every element at its size in the host, every
     // byte of a string or list.

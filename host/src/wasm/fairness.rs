@@ -5,11 +5,12 @@
 //! - **concurrency**: at most `per_provider` of its calls run at once; the
 //!   rest wait their turn, so one provider's backlog never holds every
 //!   instance slot;
-//! - **CPU**: a call that computes through an epoch tick (10 ms) spends a
-//!   tick of its provider's bucket, which refills at `cpu_share` of a core
-//!   with a burst of [`CPU_BURST`]; an empty bucket makes the call wait at
-//!   that tick until the bucket refills. Calls that compute less than a
-//!   tick never touch it;
+//! - **CPU**: at each epoch tick (10 ms) a call reaches, what it computed
+//!   since the last one (its time less what it spent in host calls, such as
+//!   waiting for an HTTP response) is taken from its provider's bucket,
+//!   which refills at `cpu_share` of a core with a burst of [`CPU_BURST`];
+//!   an empty bucket makes the call wait there until it refills. A call
+//!   that ends within its first tick never touches it;
 //! - **throttle**: a provider whose calls run into their deadline
 //!   [`THROTTLE_AFTER`] times in a row is refused at once for a period that
 //!   starts at [`FIRST_THROTTLE`] and doubles (up to [`MAX_THROTTLE`]) while
@@ -174,16 +175,16 @@ impl Share {
         lock(&self.throttle).record(digest, ended, now)
     }
 
-    /// Spends a tick of computing: how long the call must wait for the
-    /// bucket to hold one again (zero if it holds one).
-    pub(crate) fn spend_tick(&self) -> Duration {
+    /// Spends `computed` of the bucket: how long the call must wait for
+    /// the bucket to be full enough again (zero if it holds enough).
+    pub(crate) fn spend(&self, computed: Duration) -> Duration {
         let now = Instant::now();
         let mut bucket = lock(&self.bucket);
         let refilled =
             now.saturating_duration_since(bucket.at).as_secs_f64() * self.refill_per_second;
         bucket.ticks = (bucket.ticks + refilled).min(burst());
         bucket.at = now;
-        bucket.ticks -= 1.0;
+        bucket.ticks -= computed.as_secs_f64() / TICK.as_secs_f64();
         if bucket.ticks >= 0.0 {
             Duration::ZERO
         } else {
@@ -333,10 +334,10 @@ mod tests {
         let share = fairness.share(&Arc::from("p"));
         let burst = CPU_BURST.as_millis() / TICK.as_millis();
         for _ in 0..burst {
-            assert_eq!(share.spend_tick(), Duration::ZERO);
+            assert_eq!(share.spend(TICK), Duration::ZERO);
         }
         // Half a core: a tick (10 ms) of computing every 20 ms.
-        let wait = share.spend_tick();
+        let wait = share.spend(TICK);
         assert!(
             wait > Duration::from_millis(15) && wait <= Duration::from_millis(20),
             "{wait:?}"

@@ -1,6 +1,7 @@
 //! What one call's `Store` holds.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -29,6 +30,49 @@ pub(crate) struct CallState {
     pub(crate) log_lines_dropped: u32,
     /// The guest's panic message, if it sent one (see `log.wit`).
     pub(crate) panic_message: Option<String>,
+    /// How long the guest computed, for its provider's CPU share.
+    pub(crate) compute: Compute,
+}
+
+/// The guest's computing since it was last charged: the wall time less
+/// the time spent in host calls (waiting for a response, say).
+pub(crate) struct Compute {
+    since: Instant,
+    in_host: Duration,
+    entered_host: Option<Instant>,
+}
+
+impl Compute {
+    fn new() -> Self {
+        Self {
+            since: Instant::now(),
+            in_host: Duration::ZERO,
+            entered_host: None,
+        }
+    }
+
+    /// The guest calls into the host.
+    pub(crate) fn enter_host(&mut self) {
+        self.entered_host = Some(Instant::now());
+    }
+
+    /// The host returns to the guest.
+    pub(crate) fn leave_host(&mut self) {
+        if let Some(entered) = self.entered_host.take() {
+            self.in_host += entered.elapsed();
+        }
+    }
+
+    /// How long the guest computed since the last charge; starts anew.
+    pub(crate) fn charge(&mut self) -> Duration {
+        let now = Instant::now();
+        let computed = now
+            .saturating_duration_since(self.since)
+            .saturating_sub(self.in_host);
+        self.since = now;
+        self.in_host = Duration::ZERO;
+        computed
+    }
 }
 
 /// Lines over the log limit are dropped as they come and reported once,
@@ -64,6 +108,7 @@ impl CallState {
             log_lines_left: limits.max_log_lines,
             log_lines_dropped: 0,
             panic_message: None,
+            compute: Compute::new(),
         }
     }
 
