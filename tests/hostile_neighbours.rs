@@ -73,6 +73,26 @@ where
     message
 }
 
+/// The provider modules, and the Clusters `good` and `hostile` provisioned
+/// with them: the good pools' providers.
+async fn good_and_hostile_clusters(
+    client: &Client,
+    workload: &testenv::ApiServer,
+    objects: &Objects,
+    apis: &Apis,
+) -> Providers {
+    let ns = apis.pools.namespace().unwrap_or_default();
+    let modules = objects.modules(client, ns).await.unwrap();
+    for cluster in ["good", "hostile"] {
+        objects
+            .create_cluster(client, workload, ns, cluster, &modules)
+            .await
+            .unwrap();
+        wait_for_cluster(&apis.clusters, cluster, "Provisioned").await;
+    }
+    objects.providers(&modules)
+}
+
 /// A good pool `name` of Cluster `good`: how long it took to be Running.
 async fn good_pool(client: &Client, apis: &Apis, name: &str, providers: &Providers) -> Duration {
     let ns = apis.pools.namespace().unwrap_or_default();
@@ -327,15 +347,7 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
     let probe = HealthProbe::start(&operator);
 
     // A good pool alone, its Cluster provisioned first.
-    let modules = objects.modules(&client, &ns).await.unwrap();
-    let good = objects.providers(&modules);
-    for cluster in ["good", "hostile"] {
-        objects
-            .create_cluster(&client, workload, &ns, cluster, &modules)
-            .await
-            .unwrap();
-        wait_for_cluster(&apis.clusters, cluster, "Provisioned").await;
-    }
+    let good = good_and_hostile_clusters(&client, workload, &objects, &apis).await;
     let alone = good_pool(&client, &apis, "alone", &good).await;
 
     // The hostile pools, in a Cluster of their own; a good pool beside
@@ -403,15 +415,7 @@ async fn a_provider_computing_without_end_is_throttled_and_good_pools_go_on() {
         .await
         .unwrap();
     let mut operator = OperatorProcess::start(env.management(), &ns, "endless", &[]).await;
-    let modules = objects.modules(&client, &ns).await.unwrap();
-    let good = objects.providers(&modules);
-    for cluster in ["good", "hostile"] {
-        objects
-            .create_cluster(&client, workload, &ns, cluster, &modules)
-            .await
-            .unwrap();
-        wait_for_cluster(&apis.clusters, cluster, "Provisioned").await;
-    }
+    let good = good_and_hostile_clusters(&client, workload, &objects, &apis).await;
     let alone = good_pools(&client, &apis, "alone", &good).await;
 
     let endless_module = format!("{ns}-endless");

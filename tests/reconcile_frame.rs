@@ -194,6 +194,15 @@ impl World {
             .map(drop)
     }
 
+    /// Asks for the widget's deletion, then reconciles it once.
+    async fn delete_and_reconcile(&self, name: &str) {
+        self.widgets
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("deletion requested");
+        self.reconcile(name).await.expect("reconciled");
+    }
+
     fn writes(&self, what: &'static str) -> u64 {
         self.ctx.metrics.writes("widget", what)
     }
@@ -245,12 +254,7 @@ async fn a_shard_that_reads_an_object_runs_its_phases_and_writes_nothing() {
     assert_eq!(widget.finalizers(), [OTHER], "no finalizer of ours");
     assert!(widget.status.is_none(), "no status was written");
 
-    world
-        .widgets
-        .delete("w", &DeleteParams::default())
-        .await
-        .expect("deletion requested");
-    world.reconcile("w").await.expect("reconciled");
+    world.delete_and_reconcile("w").await;
     assert_eq!(
         CLEANED[5].load(Ordering::SeqCst),
         1,
@@ -292,12 +296,7 @@ async fn cleanup_runs_only_while_deleting_and_the_finalizer_goes_once_it_is_done
     world.reconcile("w").await.expect("reconciled");
     assert_eq!(CLEANED[2].load(Ordering::SeqCst), 0, "not while it lives");
 
-    world
-        .widgets
-        .delete("w", &DeleteParams::default())
-        .await
-        .expect("deletion requested");
-    world.reconcile("w").await.expect("reconciled");
+    world.delete_and_reconcile("w").await;
     assert_eq!(CLEANED[2].load(Ordering::SeqCst), 1);
     let waiting = world.get("w").await.expect("kept while cleanup waits");
     assert_eq!(waiting.finalizers(), [FINALIZER]);
@@ -316,12 +315,7 @@ async fn cleanup_runs_only_while_deleting_and_the_finalizer_goes_once_it_is_done
 async fn another_controllers_finalizer_survives_ours_going() {
     let world = World::new("frame-other").await;
     world.create("w", spec(3, 0), &[OTHER, FINALIZER]).await;
-    world
-        .widgets
-        .delete("w", &DeleteParams::default())
-        .await
-        .expect("deletion requested");
-    world.reconcile("w").await.expect("reconciled");
+    world.delete_and_reconcile("w").await;
     let widget = world.get("w").await.expect("kept by the other finalizer");
     assert_eq!(widget.finalizers(), [OTHER]);
     assert_eq!(CLEANED[3].load(Ordering::SeqCst), 1);

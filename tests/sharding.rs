@@ -59,14 +59,7 @@ async fn each_cluster_is_reconciled_by_its_shard_alone_and_a_killed_shard_is_tak
             .collect()
     };
     let logs = processes(&install, &shards);
-    for (cluster, owner) in &clusters {
-        let reconciled_by = reconcilers(&logs, &ns, &pool_of(cluster));
-        assert_eq!(
-            reconciled_by,
-            vec![*owner],
-            "pool of {cluster} (shard {owner} by its hash) reconciled by shards {reconciled_by:?}"
-        );
-    }
+    each_by_its_shard(&logs, &ns, &clusters, "provisioned");
 
     // Shard 1 dies; its replacement waits for the Lease to expire, then
     // takes the shard's Clusters over while every pool scales.
@@ -82,14 +75,7 @@ async fn each_cluster_is_reconciled_by_its_shard_alone_and_a_killed_shard_is_tak
     }
     let mut logs = processes(&install, &shards);
     logs.push(killed.log_lines(|line| line.contains("reconciling")));
-    for (cluster, owner) in &clusters {
-        let reconciled_by = reconcilers(&logs, &ns, &pool_of(cluster));
-        assert_eq!(
-            reconciled_by,
-            vec![*owner],
-            "after the take-over, pool of {cluster} (shard {owner}) reconciled by shards {reconciled_by:?}"
-        );
-    }
+    each_by_its_shard(&logs, &ns, &clusters, "after the take-over");
     assert_eq!(
         killed.log_lines(|line| line.contains("reconciling")).len(),
         reconciles_before,
@@ -164,6 +150,24 @@ async fn other_claimants_wait(install: &Install) {
 /// The pool of Cluster `cluster`.
 fn pool_of(cluster: &str) -> String {
     format!("{cluster}-pool")
+}
+
+/// Asserts that every Cluster's pool was reconciled by its shard alone, as
+/// the shards' `logs` say, at `stage`.
+fn each_by_its_shard(
+    logs: &[Vec<String>],
+    ns: &str,
+    clusters: &BTreeMap<String, u32>,
+    stage: &str,
+) {
+    for (cluster, owner) in clusters {
+        let reconciled_by = reconcilers(logs, ns, &pool_of(cluster));
+        assert_eq!(
+            reconciled_by,
+            vec![*owner],
+            "{stage}: pool of {cluster} (shard {owner} by its hash) reconciled by shards {reconciled_by:?}"
+        );
+    }
 }
 
 /// The shards whose logs say they reconciled MachinePool `pool`.

@@ -10,14 +10,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-
-use super::cloud::SimCloud;
-
 /// How long a hung answer is held: past any provider call's HTTP timeout.
 pub const HANG: Duration = Duration::from_secs(30);
 
@@ -52,10 +44,14 @@ pub(super) struct Injector {
     dropped: AtomicU64,
 }
 
+/// What is done to one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fault {
+pub(super) enum Fault {
+    /// Answered 503 without being handled.
     Unavailable,
+    /// Handled, answered after [`HANG`].
     Hang,
+    /// Handled, cut off.
     Drop,
 }
 
@@ -76,7 +72,7 @@ impl Injector {
     }
 
     /// The fault for the next request, if any.
-    fn next(&self) -> Option<Fault> {
+    pub(super) fn next(&self) -> Option<Fault> {
         let faults = *self
             .faults
             .lock()
@@ -98,43 +94,6 @@ impl Injector {
         };
         count.fetch_add(1, Ordering::Relaxed);
         Some(fault)
-    }
-}
-
-/// The middleware: each request as the faults set say.
-pub(super) async fn inject(
-    State(cloud): State<SimCloud>,
-    request: Request,
-    next: Next,
-) -> Response {
-    match cloud.injector().next() {
-        None => next.run(request).await,
-        Some(Fault::Unavailable) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            r#"{"code":"ServiceUnavailable","message":"the API is having a bad minute"}"#,
-        )
-            .into_response(),
-        Some(Fault::Hang) => {
-            let response = next.run(request).await;
-            tokio::time::sleep(HANG).await;
-            response
-        }
-        Some(Fault::Drop) => {
-            let response = next.run(request).await;
-            let (mut parts, _) = response.into_parts();
-            // Announces a body it never sends: the connection is cut.
-            parts
-                .headers
-                .insert(header::CONTENT_LENGTH, HeaderValue::from_static("64"));
-            let cut = futures::stream::once(async {
-                Err::<axum::body::Bytes, _>(std::io::Error::other("connection dropped"))
-            });
-            Response::from_parts(parts, Body::from_stream(cut))
-        }
     }
 }
 

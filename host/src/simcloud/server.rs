@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use super::api::{CreateInstance, ErrorBody, Instance, InstanceList};
 use super::cloud::SimCloud;
 use super::error::Error;
-use super::faults;
+use super::faults::{Fault, HANG};
 use super::inventory::{Created, Refusal};
 use super::nodes;
 use crate::report::error_chain;
@@ -94,7 +94,7 @@ impl SimCloud {
                 ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such API".into())
             })
             // Faults, when a test asks for them, on requests that got past authorization.
-            .layer(middleware::from_fn_with_state(self.clone(), faults::inject))
+            .layer(middleware::from_fn_with_state(self.clone(), inject_faults))
             // On every path, unknown ones included, as a real API does.
             .layer(middleware::from_fn_with_state(self.clone(), authorize))
             .layer(middleware::from_fn_with_state(body_limit, read_body))
@@ -363,6 +363,39 @@ async fn delete_instance(
                 format!("region {region} has no instance {id}"),
             )
         })
+}
+
+/// The middleware: each request as the faults set say.
+async fn inject_faults(State(cloud): State<SimCloud>, request: Request, next: Next) -> Response {
+    match cloud.injector().next() {
+        None => next.run(request).await,
+        Some(Fault::Unavailable) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            r#"{"code":"ServiceUnavailable","message":"the API is having a bad minute"}"#,
+        )
+            .into_response(),
+        Some(Fault::Hang) => {
+            let response = next.run(request).await;
+            tokio::time::sleep(HANG).await;
+            response
+        }
+        Some(Fault::Drop) => {
+            let response = next.run(request).await;
+            let (mut parts, _) = response.into_parts();
+            // Announces a body it never sends: the connection is cut.
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from_static("64"));
+            let cut = futures::stream::once(async {
+                Err::<axum::body::Bytes, _>(std::io::Error::other("connection dropped"))
+            });
+            Response::from_parts(parts, Body::from_stream(cut))
+        }
+    }
 }
 
 #[cfg(test)]
