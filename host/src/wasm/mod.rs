@@ -15,6 +15,7 @@ pub mod checks;
 mod credentials;
 mod engine;
 mod error;
+mod exports;
 mod fairness;
 mod host;
 mod limits;

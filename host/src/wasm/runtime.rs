@@ -1,28 +1,23 @@
 //! The entry point: an engine, the linkers of the provider worlds, the
-//! registry, and calls by provider name.
+//! registry, and loading providers; the calls by provider name are in
+//! [`super::exports`].
 
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use wasmtime::component::Instance as ComponentInstance;
-use wasmtime::{Engine, Store};
+use wasmtime::Engine;
 
-use super::bindings::types;
 use super::cache::PrecompiledCache;
-use super::call::{GuestResult, Host};
-use super::credentials::withhold;
+use super::call::Host;
 use super::engine::{self, EpochTicker};
 use super::fairness::{Fairness, Throttled};
-use super::host::auth::Keys;
 use super::limits::GuestMemory;
 use super::linkers::Linkers;
 use super::load::{self, ProviderSpec};
 use super::metrics::Metrics;
-use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
+use super::provider::LoadedProvider;
 use super::registry::Registry;
-use super::state::CallState;
-use super::types::{BootstrapData, DeleteOutcome, Instance};
-use super::{CallError, Error, bootstrap, call, checks, clusters, machine_pools};
+use super::{CallError, Error, checks};
 
 /// Host-wide settings, fixed for the process's life.
 #[derive(Clone, Debug)]
@@ -126,7 +121,7 @@ impl Runtime {
         self.inner.fairness.changes()
     }
 
-    fn host(&self) -> Host<'_> {
+    pub(super) fn host(&self) -> Host<'_> {
         Host {
             engine: &self.inner.engine,
             slots: &self.inner.slots,
@@ -198,7 +193,7 @@ impl Runtime {
 
     /// Runs `call` on the version of `name` that serves the object `uid`
     /// (a canary's share goes to the canary), and counts a canary's call.
-    async fn serve<T>(
+    pub(super) async fn serve<T>(
         &self,
         name: &str,
         uid: &str,
@@ -217,7 +212,7 @@ impl Runtime {
         result
     }
 
-    fn provider(&self, name: &str) -> Result<Arc<LoadedProvider>, CallError> {
+    pub(super) fn provider(&self, name: &str) -> Result<Arc<LoadedProvider>, CallError> {
         self.inner
             .registry
             .get(name)
@@ -229,194 +224,8 @@ impl Runtime {
         self.inner.metrics.as_ref()
     }
 
-    /// What `provider` says of itself (every world exports it).
-    pub async fn info(&self, provider: &str) -> Result<types::ProviderInfo, CallError> {
-        let provider = self.provider(provider)?;
-        call::info(&self.host(), &provider.callee()).await
-    }
-
-    /// `bootstrap.generate` of `provider`: bootstrap data of the format it
-    /// claims ([`checks::bootstrap_data`]).
-    pub async fn generate(
-        &self,
-        provider: &str,
-        request: &bootstrap::GenerateRequest,
-    ) -> Result<BootstrapData, CallError> {
-        self.serve(provider, &request.config_object.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            let mut callee = provider.callee();
-            callee.keys = keys;
-            let data = call::run(
-                &self.host(),
-                &callee,
-                "bootstrap.generate",
-                async |store, instance, pre| match &pre.world {
-                    WorldExports::Bootstrap(bootstrap) => {
-                        Some(match bootstrap.load(&mut *store, instance) {
-                            Ok(exports) => exports.call_generate(store, request).await,
-                            Err(error) => Err(error),
-                        })
-                    }
-                    WorldExports::Infrastructure(_) => None,
-                },
-            )
-            .await?;
-            self.checked(
-                &provider,
-                "bootstrap.generate",
-                checks::bootstrap_data(&data),
-            )?;
-            Ok(data)
-        })
-        .await
-    }
-
-    /// `machine-pools.reconcile` of `provider`: instances within the
-    /// contract's bounds for the replicas asked for ([`checks::pool_state`]).
-    pub async fn reconcile_pool(
-        &self,
-        provider: &str,
-        request: &machine_pools::ReconcileRequest,
-    ) -> Result<machine_pools::PoolState, CallError> {
-        self.serve(provider, &request.pool.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            let state = self
-                .infrastructure(
-                    &provider,
-                    keys,
-                    "machine-pools.reconcile",
-                    async |store, i, x| {
-                        x.machine_pools
-                            .load(&mut *store, i)?
-                            .call_reconcile(store, request)
-                            .await
-                    },
-                )
-                .await?;
-            let rules = checks::pool_state(&state, request.replicas);
-            self.checked(&provider, "machine-pools.reconcile", rules)?;
-            Ok(state)
-        })
-        .await
-    }
-
-    /// `machine-pools.delete` of `provider`.
-    pub async fn delete_pool(
-        &self,
-        provider: &str,
-        request: &machine_pools::DeleteRequest,
-    ) -> Result<DeleteOutcome, CallError> {
-        self.serve(provider, &request.pool.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            self.infrastructure(
-                &provider,
-                keys,
-                "machine-pools.delete",
-                async |store, i, x| {
-                    x.machine_pools
-                        .load(&mut *store, i)?
-                        .call_delete(store, request)
-                        .await
-                },
-            )
-            .await
-        })
-        .await
-    }
-
-    /// `clusters.reconcile` of `provider`: an endpoint and failure domains
-    /// within the contract's bounds ([`checks::cluster_state`]).
-    pub async fn reconcile_cluster(
-        &self,
-        provider: &str,
-        request: &clusters::ClusterRequest,
-    ) -> Result<clusters::ClusterState, CallError> {
-        self.serve(provider, &request.cluster_object.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            let state = self
-                .infrastructure(
-                    &provider,
-                    keys,
-                    "clusters.reconcile",
-                    async |store, i, x| {
-                        x.clusters
-                            .load(&mut *store, i)?
-                            .call_reconcile(store, request)
-                            .await
-                    },
-                )
-                .await?;
-            self.checked(
-                &provider,
-                "clusters.reconcile",
-                checks::cluster_state(&state),
-            )?;
-            Ok(state)
-        })
-        .await
-    }
-
-    /// `clusters.delete` of `provider`.
-    pub async fn delete_cluster(
-        &self,
-        provider: &str,
-        request: &clusters::ClusterRequest,
-    ) -> Result<DeleteOutcome, CallError> {
-        self.serve(provider, &request.cluster_object.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            self.infrastructure(&provider, keys, "clusters.delete", async |store, i, x| {
-                x.clusters
-                    .load(&mut *store, i)?
-                    .call_delete(store, request)
-                    .await
-            })
-            .await
-        })
-        .await
-    }
-
-    /// `provider-ids.provider-id` of `provider`.
-    pub async fn provider_id(
-        &self,
-        provider: &str,
-        config: &str,
-        instance: &Instance,
-    ) -> Result<String, CallError> {
-        let provider = self.provider(provider)?;
-        self.infrastructure(
-            &provider,
-            None,
-            "provider-ids.provider-id",
-            async |store, i, x| {
-                x.provider_ids
-                    .load(&mut *store, i)?
-                    .call_provider_id(store, config, instance)
-                    .await
-            },
-        )
-        .await
-    }
-
-    /// `provider-ids.owns` of `provider`.
-    pub async fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
-        let provider = self.provider(provider)?;
-        self.infrastructure(&provider, None, "provider-ids.owns", async |store, i, x| {
-            x.provider_ids
-                .load(&mut *store, i)?
-                .call_owns(store, provider_id)
-                .await
-                .map(Ok)
-        })
-        .await
-    }
-
     /// A result that broke a rule, as the call's error, counted as such.
-    fn checked(
+    pub(super) fn checked(
         &self,
         provider: &LoadedProvider,
         export: &'static str,
@@ -443,31 +252,5 @@ impl Runtime {
             export,
             violation,
         }
-    }
-
-    /// An export only the infrastructure world has.
-    async fn infrastructure<R>(
-        &self,
-        provider: &LoadedProvider,
-        keys: Option<Arc<Keys>>,
-        export: &'static str,
-        body: impl AsyncFnOnce(
-            &mut Store<CallState>,
-            &ComponentInstance,
-            &InfrastructureExports,
-        ) -> GuestResult<R>,
-    ) -> Result<R, CallError> {
-        let mut callee = provider.callee();
-        callee.keys = keys;
-        call::run(
-            &self.host(),
-            &callee,
-            export,
-            async |store, instance, pre| match &pre.world {
-                WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_) => None,
-            },
-        )
-        .await
     }
 }

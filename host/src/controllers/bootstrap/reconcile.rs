@@ -3,7 +3,6 @@
 //! bootstrap-provider component, into a Secret the config owns. No
 //! finalizer: the Secret goes with the config (owner reference).
 
-use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 
 use super::{CONTROLLER, data};
@@ -14,6 +13,7 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::provider::{self, Found};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 
 impl Reconciler for WasmBootstrapConfig {

@@ -3,7 +3,6 @@
 //! deletion, its MachinePools, then its control plane, then its
 //! infrastructure, in upstream's order.
 
-use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 
 use kube::ResourceExt as _;
@@ -16,6 +15,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 
 /// What the phases found.

@@ -3,7 +3,6 @@
 //! component (endpoint, failure domains, readiness); on deletion, the
 //! provider's delete until it is done.
 
-use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found, Prepared};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 use crate::wasm::clusters::ClusterRequest;
 

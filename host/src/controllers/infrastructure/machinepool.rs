@@ -3,7 +3,6 @@
 //! replicas and bootstrap data in; instances, providerIDs and readiness
 //! out); on deletion, the provider's delete until it is done.
 
-use crate::controllers::shard::{Role, Shard};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 use crate::wasm::LoadedProvider;
 use crate::wasm::checks::Violation;

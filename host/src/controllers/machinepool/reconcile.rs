@@ -3,7 +3,6 @@
 //! the bootstrap, infrastructure and node phases and the spec fields they
 //! copied; on deletion, the referenced objects and then the Nodes.
 
-use crate::controllers::shard::{Role, Shard};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -19,6 +18,7 @@ use crate::controllers::error::Error;
 use crate::controllers::finalizer::Required;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 
 impl Reconciler for MachinePool {

@@ -3,9 +3,12 @@
 //! cache, checked) and swaps it into service; a module that fails any step
 //! never replaces the working version, and its status says why.
 
+mod load;
 mod oci;
 mod reconcile;
 mod rollout;
+mod source;
+mod status;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,7 +22,8 @@ use super::context::Context;
 use super::reconciler::{error_policy, reconcile};
 use crate::api::ProviderModule;
 
-pub use reconcile::{DEFAULT_CONFIG_MAP_KEY, FINALIZER};
+pub use reconcile::FINALIZER;
+pub use source::DEFAULT_CONFIG_MAP_KEY;
 
 /// How soon to look again for a component that could not be fetched (a
 /// file may appear as a volume is mounted, a registry come back;

@@ -1,0 +1,238 @@
+//! Reasons of conditions and Events: upstream's CamelCase names, and which
+//! of them a person may have to act on.
+
+macro_rules! reasons {
+    ($($(#[doc = $doc:literal])* $name:ident,)*) => {
+        /// Reasons of conditions and Events, upstream's where upstream has one.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl Reason {
+            /// The CamelCase name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$name => stringify!($name),)*
+                }
+            }
+
+            /// The reason named `name`, if it is one of ours.
+            pub fn parse(name: &str) -> Option<Self> {
+                match name {
+                    $(stringify!($name) => Some(Self::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// The condition holds.
+    Ready,
+    /// The condition does not hold and nothing more specific is known.
+    NotReady,
+    /// Paused by `spec.paused` on the Cluster or the paused annotation.
+    Paused,
+    /// Not paused.
+    NotPaused,
+    /// Not being deleted.
+    NotDeleting,
+    /// Every MachinePool is Available.
+    Available,
+    /// A MachinePool is not Available.
+    NotAvailable,
+    /// The Cluster has no MachinePools.
+    NoWorkers,
+    /// A MachinePool is creating replicas.
+    ScalingUp,
+    /// No MachinePool is creating replicas.
+    NotScalingUp,
+    /// A MachinePool is removing replicas.
+    ScalingDown,
+    /// No MachinePool is removing replicas.
+    NotScalingDown,
+    /// A kubeconfig generated from the Cluster's CA was made anew before its certificate expired.
+    KubeconfigRotated,
+    /// The Cluster named by `spec.clusterName` does not exist.
+    ClusterNotFound,
+    /// A provider object has no Cluster API owner yet.
+    WaitingForOwner,
+    /// The owner an owner reference names does not exist.
+    OwnerNotFound,
+    /// A referenced object does not exist.
+    ReferenceNotFound,
+    /// A reference names a kind with no CRD, or a CRD without a contract label.
+    ReferenceInvalid,
+    /// A referenced object is controlled by another object.
+    ReferenceOwnedByOther,
+    /// The bootstrap config has not produced its data Secret yet.
+    WaitingForDataSecret,
+    /// The bootstrap data Secret exists.
+    DataSecretAvailable,
+    /// The user set `dataSecretName`; no bootstrap config is used.
+    DataSecretProvided,
+    /// The infrastructure object is not provisioned yet.
+    WaitingForInfrastructure,
+    /// The control plane is not initialized yet.
+    WaitingForControlPlane,
+    /// The infrastructure object reported a terminal failure.
+    InfrastructureFailed,
+    /// The infrastructure object went away after it had been provisioned.
+    InfrastructureDeleted,
+    /// Fewer Nodes are Ready than the pool has replicas.
+    WaitingForReplicasReady,
+    /// The `<cluster>-kubeconfig` Secret does not exist.
+    KubeconfigSecretNotFound,
+    /// The `<cluster>-kubeconfig` Secret does not hold a usable kubeconfig.
+    KubeconfigInvalid,
+    /// The workload cluster's API server does not answer.
+    WorkloadClusterUnreachable,
+    /// The Cluster has no control-plane endpoint yet.
+    WaitingForControlPlaneEndpoint,
+    /// The pool has no bootstrap data yet.
+    WaitingForBootstrapData,
+    /// The pool's instances are being created or are booting.
+    WaitingForInstances,
+    /// The ProviderModule named by `spec.provider` does not exist.
+    ProviderNotFound,
+    /// The ProviderModule exists but has no loaded version.
+    ProviderNotReady,
+    /// The ProviderModule implements another world than this kind needs.
+    ProviderWorldMismatch,
+    /// `spec.config` does not satisfy the provider's schema.
+    InvalidConfig,
+    /// Checking `spec.config` against the provider's schema took longer than its budget.
+    ConfigCheckTimedOut,
+    /// The ProviderModule's credentials Secret cannot be read.
+    CredentialsNotFound,
+    /// The ProviderModule names a credentials Secret outside the namespace the operator reads them from.
+    CredentialsNotAllowed,
+    /// A host turned down the credentials the host authenticated the provider's request with.
+    CredentialsRejected,
+    /// A `requestAuth` rule reads a key the credentials Secret lacks.
+    CredentialsKeyMissing,
+    /// The provider asked to be called again later.
+    ProviderRetrying,
+    /// The provider reported a terminal failure.
+    ProviderFailed,
+    /// The provider's code trapped.
+    GuestTrapped,
+    /// The provider's code ran past its deadline.
+    GuestTimedOut,
+    /// The provider's calls kept running into their deadline: they are refused for a while.
+    ProviderThrottled,
+    /// The provider's calls are not throttled.
+    NotThrottled,
+    /// The provider's code exceeded its memory limit.
+    GuestMemoryLimit,
+    /// The provider returned more than its output limit.
+    GuestOutputTooLarge,
+    /// The provider returned a result that breaks the contract (a malformed
+    /// or repeated providerID, too many instances, ...); nothing of it was used.
+    InvalidProviderResult,
+    /// The provider could not be instantiated.
+    GuestUnavailable,
+    /// A ProviderModule's code is being fetched, verified and compiled.
+    Loading,
+    /// A ProviderModule's code is in service.
+    Loaded,
+    /// A ProviderModule's code could not be fetched.
+    FetchFailed,
+    /// A ProviderModule's code does not have its pinned digest.
+    DigestMismatch,
+    /// A ProviderModule's code is not a usable component.
+    ModuleInvalid,
+    /// A newer version replaced the one in service.
+    Swapped,
+    /// A ProviderModule's image reference, or the image it names, is not usable.
+    ImageInvalid,
+    /// A ProviderModule's registry does not answer.
+    RegistryUnreachable,
+    /// A ProviderModule's image has no cosign signature.
+    SignatureNotFound,
+    /// A ProviderModule's image is signed, but by none of its verification keys.
+    SignatureUntrusted,
+    /// A ProviderModule's image carries a valid signature of another digest.
+    SignatureDigestMismatch,
+    /// A ProviderModule's verification key is not usable.
+    VerificationKeyInvalid,
+    /// A new version serves a share of objects as a canary.
+    CanaryStarted,
+    /// A canary serves every object now.
+    Promoted,
+    /// A canary broke too often and was taken out of service.
+    RolledBack,
+    /// Deletion waits for the MachinePools of the Cluster.
+    WaitingForWorkersDeletion,
+    /// Deletion waits for the bootstrap config and infrastructure objects.
+    WaitingForInfrastructureDeletion,
+    /// Deletion waits for the provider to remove what it provisioned.
+    WaitingForProviderDeletion,
+    /// Deletion waits for the pool's Nodes to be removed.
+    WaitingForNodeDeletion,
+    /// Deletion is complete.
+    DeletionCompleted,
+    /// Node references were set.
+    SuccessfulSetNodeRefs,
+    /// Node references could not be set.
+    FailedSetNodeRef,
+    /// Nodes that left the pool were deleted from the workload cluster.
+    NodesDeleted,
+    /// Bootstrap data was generated into its Secret.
+    DataSecretCreated,
+    /// The phase changed.
+    PhaseChanged,
+    /// A write to the API server failed.
+    ApiError,
+}
+
+impl Reason {
+    /// Whether an Event of this reason is a Warning: something a person may
+    /// have to act on, rather than progress.
+    pub fn is_warning(self) -> bool {
+        matches!(
+            self,
+            Self::ClusterNotFound
+                | Self::OwnerNotFound
+                | Self::ReferenceNotFound
+                | Self::ReferenceInvalid
+                | Self::ReferenceOwnedByOther
+                | Self::InfrastructureFailed
+                | Self::InfrastructureDeleted
+                | Self::KubeconfigSecretNotFound
+                | Self::KubeconfigInvalid
+                | Self::WorkloadClusterUnreachable
+                | Self::ProviderNotFound
+                | Self::ProviderNotReady
+                | Self::ProviderWorldMismatch
+                | Self::InvalidConfig
+                | Self::ConfigCheckTimedOut
+                | Self::CredentialsNotFound
+                | Self::CredentialsRejected
+                | Self::CredentialsKeyMissing
+                | Self::CredentialsNotAllowed
+                | Self::ProviderFailed
+                | Self::GuestTrapped
+                | Self::GuestTimedOut
+                | Self::ProviderThrottled
+                | Self::GuestMemoryLimit
+                | Self::GuestOutputTooLarge
+                | Self::InvalidProviderResult
+                | Self::GuestUnavailable
+                | Self::FetchFailed
+                | Self::DigestMismatch
+                | Self::ModuleInvalid
+                | Self::ImageInvalid
+                | Self::RegistryUnreachable
+                | Self::SignatureNotFound
+                | Self::SignatureUntrusted
+                | Self::SignatureDigestMismatch
+                | Self::VerificationKeyInvalid
+                | Self::RolledBack
+                | Self::FailedSetNodeRef
+                | Self::ApiError
+        )
+    }
+}
