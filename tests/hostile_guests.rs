@@ -1054,6 +1054,16 @@ mod http_flood {
 
     pub const COVERS: &str = "hostile_http_flood.wasm";
 
+    /// [`server`], and the capabilities that let the guest reach it.
+    async fn server_and_caps() -> (SocketAddr, Capabilities) {
+        let addr = server().await;
+        let caps = Capabilities {
+            allowed_hosts: vec![addr.ip().to_string()],
+            ..Capabilities::default()
+        };
+        (addr, caps)
+    }
+
     /// `/ok` answers at once, `/slow` after a second, `/big` with 20 MiB,
     /// `/sink` reads what it is sent.
     async fn server() -> SocketAddr {
@@ -1102,11 +1112,7 @@ mod http_flood {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_budget_refuses_with_an_error_the_guest_can_handle() {
-        let addr = server().await;
-        let caps = Capabilities {
-            allowed_hosts: vec![addr.ip().to_string()],
-            ..Capabilities::default()
-        };
+        let (addr, caps) = server_and_caps().await;
         // Time for a thousand requests; memory for a body at the host's cap.
         let hostile_limits = Limits {
             deadline: Duration::from_secs(10),
@@ -1174,11 +1180,7 @@ mod http_flood {
     /// refused because other requests hold them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_over_the_providers_shared_slots_wait_for_one() {
-        let addr = server().await;
-        let caps = Capabilities {
-            allowed_hosts: vec![addr.ip().to_string()],
-            ..Capabilities::default()
-        };
+        let (addr, caps) = server_and_caps().await;
         let shared = 2;
         let base = limits();
         let hostile_limits = Limits {

@@ -100,18 +100,23 @@ impl Shard {
 
     /// Whether this shard caches `object`: its own, and those of no Cluster yet.
     pub fn keeps<K: OfCluster>(self, object: &K) -> bool {
-        object.cluster_name().is_none_or(|cluster| {
-            self.owns_cluster(&object.namespace().unwrap_or_default(), cluster)
-        })
+        self.owns(object).unwrap_or(true)
     }
 
-    /// What this shard does with `object`, which belongs to a Cluster or not yet.
+    /// What this shard does with `object`: those of no Cluster yet are
+    /// shard 0's to reconcile.
     pub fn role<K: OfCluster>(self, object: &K) -> Role {
-        let mine = match object.cluster_name() {
-            Some(cluster) => self.owns_cluster(&object.namespace().unwrap_or_default(), cluster),
-            None => self.writes_shared(),
-        };
-        if mine { Role::Owner } else { Role::Other }
+        if self.owns(object).unwrap_or_else(|| self.writes_shared()) {
+            Role::Owner
+        } else {
+            Role::Other
+        }
+    }
+
+    /// Whether `object`'s Cluster is this shard's; `None` if it names none yet.
+    fn owns<K: OfCluster>(self, object: &K) -> Option<bool> {
+        let cluster = object.cluster_name()?;
+        Some(self.owns_cluster(&object.namespace().unwrap_or_default(), cluster))
     }
 
     /// What this shard does with an object every shard needs.

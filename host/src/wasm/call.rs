@@ -66,10 +66,10 @@ pub(crate) async fn run<R>(
         outcome = tracing::field::Empty
     );
     let started = Instant::now();
-    let share = host.fairness.share(callee.name);
+    let share = callee.share;
     let result = match share.admit(callee.name, callee.digest) {
         Ok(()) => {
-            bounded(host, callee, &share, export, body)
+            bounded(host, callee, share, export, body)
                 .instrument(span.clone())
                 .await
         }

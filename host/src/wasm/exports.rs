@@ -10,7 +10,7 @@ use wasmtime::component::Instance as ComponentInstance;
 
 use super::bindings::types;
 use super::call::{self, GuestResult};
-use super::credentials::withhold;
+use super::credentials::{Credentialed, withhold};
 use super::host::auth::Keys;
 use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
 use super::runtime::Runtime;
@@ -69,26 +69,22 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::ReconcileRequest,
     ) -> Result<machine_pools::PoolState, CallError> {
-        self.serve(provider, &request.pool.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            let state = self
-                .infrastructure(
-                    &provider,
-                    keys,
-                    "machine-pools.reconcile",
-                    async |store, i, x| {
-                        x.machine_pools
-                            .load(&mut *store, i)?
-                            .call_reconcile(store, request)
-                            .await
-                    },
-                )
-                .await?;
-            let rules = checks::pool_state(&state, request.replicas);
-            self.checked(&provider, "machine-pools.reconcile", rules)?;
-            Ok(state)
-        })
+        let served = Served {
+            provider,
+            uid: &request.pool.uid,
+            export: "machine-pools.reconcile",
+        };
+        self.served(
+            served,
+            request,
+            async |store, i, x, request| {
+                x.machine_pools
+                    .load(&mut *store, i)?
+                    .call_reconcile(store, request)
+                    .await
+            },
+            |state, request| checks::pool_state(state, request.replicas),
+        )
         .await
     }
 
@@ -98,22 +94,22 @@ impl Runtime {
         provider: &str,
         request: &machine_pools::DeleteRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        self.serve(provider, &request.pool.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            self.infrastructure(
-                &provider,
-                keys,
-                "machine-pools.delete",
-                async |store, i, x| {
-                    x.machine_pools
-                        .load(&mut *store, i)?
-                        .call_delete(store, request)
-                        .await
-                },
-            )
-            .await
-        })
+        let served = Served {
+            provider,
+            uid: &request.pool.uid,
+            export: "machine-pools.delete",
+        };
+        self.served(
+            served,
+            request,
+            async |store, i, x, request| {
+                x.machine_pools
+                    .load(&mut *store, i)?
+                    .call_delete(store, request)
+                    .await
+            },
+            |_, _| Ok(()),
+        )
         .await
     }
 
@@ -124,29 +120,22 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<clusters::ClusterState, CallError> {
-        self.serve(provider, &request.cluster_object.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            let state = self
-                .infrastructure(
-                    &provider,
-                    keys,
-                    "clusters.reconcile",
-                    async |store, i, x| {
-                        x.clusters
-                            .load(&mut *store, i)?
-                            .call_reconcile(store, request)
-                            .await
-                    },
-                )
-                .await?;
-            self.checked(
-                &provider,
-                "clusters.reconcile",
-                checks::cluster_state(&state),
-            )?;
-            Ok(state)
-        })
+        let served = Served {
+            provider,
+            uid: &request.cluster_object.uid,
+            export: "clusters.reconcile",
+        };
+        self.served(
+            served,
+            request,
+            async |store, i, x, request| {
+                x.clusters
+                    .load(&mut *store, i)?
+                    .call_reconcile(store, request)
+                    .await
+            },
+            |state, _| checks::cluster_state(state),
+        )
         .await
     }
 
@@ -156,16 +145,50 @@ impl Runtime {
         provider: &str,
         request: &clusters::ClusterRequest,
     ) -> Result<DeleteOutcome, CallError> {
-        self.serve(provider, &request.cluster_object.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            self.infrastructure(&provider, keys, "clusters.delete", async |store, i, x| {
+        let served = Served {
+            provider,
+            uid: &request.cluster_object.uid,
+            export: "clusters.delete",
+        };
+        self.served(
+            served,
+            request,
+            async |store, i, x, request| {
                 x.clusters
                     .load(&mut *store, i)?
                     .call_delete(store, request)
                     .await
-            })
-            .await
+            },
+            |_, _| Ok(()),
+        )
+        .await
+    }
+
+    /// An infrastructure export about an object, on the version that
+    /// serves it, with the credentials withheld from the guest as its
+    /// provider's capabilities say, and its result checked by `rules`.
+    async fn served<Q: Credentialed, R>(
+        &self,
+        served: Served<'_>,
+        request: &Q,
+        body: impl AsyncFnOnce(
+            &mut Store<CallState>,
+            &ComponentInstance,
+            &InfrastructureExports,
+            &Q,
+        ) -> GuestResult<R>,
+        rules: impl FnOnce(&R, &Q) -> Result<(), checks::Violation>,
+    ) -> Result<R, CallError> {
+        self.serve(served.provider, served.uid, async |provider| {
+            let (request, keys) = withhold(provider.capabilities(), request);
+            let request = &*request;
+            let result = self
+                .infrastructure(&provider, keys, served.export, async |store, i, x| {
+                    body(store, i, x, request).await
+                })
+                .await?;
+            self.checked(&provider, served.export, rules(&result, request))?;
+            Ok(result)
         })
         .await
     }
@@ -230,4 +253,11 @@ impl Runtime {
         )
         .await
     }
+}
+
+/// Which object an export is called about, of which provider.
+struct Served<'a> {
+    provider: &'a str,
+    uid: &'a str,
+    export: &'static str,
 }

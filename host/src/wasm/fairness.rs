@@ -35,8 +35,6 @@ pub const FIRST_THROTTLE: Duration = Duration::from_secs(30);
 pub const MAX_THROTTLE: Duration = Duration::from_secs(300);
 /// CPU a provider may compute in a burst beyond its share.
 pub const CPU_BURST: Duration = Duration::from_secs(2);
-/// What one epoch tick of computing costs.
-const TICK: Duration = Duration::from_millis(10);
 /// Throttle changes kept for a slow listener.
 const CHANGES_KEPT: usize = 256;
 
@@ -65,8 +63,8 @@ pub(crate) enum Ended {
 /// Every provider's share.
 pub(crate) struct Fairness {
     per_provider: usize,
-    /// Ticks a provider's bucket gains per second.
-    refill_per_second: f64,
+    /// Seconds of computing a provider's bucket gains per second.
+    cpu_share: f64,
     shares: Mutex<HashMap<Arc<str>, Arc<Share>>>,
     changes: broadcast::Sender<Arc<str>>,
     metrics: Option<Metrics>,
@@ -75,15 +73,17 @@ pub(crate) struct Fairness {
 /// One provider's share.
 pub(crate) struct Share {
     permits: Semaphore,
-    refill_per_second: f64,
+    /// Its share of a core: seconds of computing its bucket gains per second.
+    cores: f64,
     bucket: Mutex<Bucket>,
     throttle: Mutex<Throttle>,
     /// Its calls waiting for a turn or an instance slot.
     waiting: Gauge,
 }
 
+/// Seconds of computing a provider may still spend, as of `at`.
 struct Bucket {
-    ticks: f64,
+    seconds: f64,
     at: Instant,
 }
 
@@ -100,7 +100,7 @@ impl Fairness {
     pub(crate) fn new(per_provider: u32, cpu_share: f64, metrics: Option<Metrics>) -> Self {
         Self {
             per_provider: per_provider.max(1) as usize,
-            refill_per_second: cpu_share.max(0.01) / TICK.as_secs_f64(),
+            cpu_share: cpu_share.max(0.01),
             shares: Mutex::default(),
             changes: broadcast::Sender::new(CHANGES_KEPT),
             metrics,
@@ -114,9 +114,9 @@ impl Fairness {
             .or_insert_with(|| {
                 Arc::new(Share {
                     permits: Semaphore::new(self.per_provider),
-                    refill_per_second: self.refill_per_second,
+                    cores: self.cpu_share,
                     bucket: Mutex::new(Bucket {
-                        ticks: burst(),
+                        seconds: CPU_BURST.as_secs_f64(),
                         at: Instant::now(),
                     }),
                     throttle: Mutex::default(),
@@ -133,7 +133,8 @@ impl Fairness {
     /// `name`'s throttle, if it is throttled now.
     pub(crate) fn throttled(&self, name: &str) -> Option<Throttled> {
         let share = lock(&self.shares).get(name)?.clone();
-        share.throttled(Instant::now())
+        let throttle = lock(&share.throttle);
+        throttle.current(Instant::now())
     }
 
     /// The names of providers whose throttle began from now on.
@@ -151,16 +152,15 @@ impl Fairness {
 impl Share {
     /// Refuses a call of `digest` while that code is throttled.
     pub(crate) fn admit(&self, provider: &str, digest: &str) -> Result<(), CallError> {
-        let now = Instant::now();
         let mut throttle = lock(&self.throttle);
         throttle.follow(digest);
-        match throttle.until {
-            Some(until) if until > now => Err(CallError::Throttled {
+        match throttle.current(Instant::now()) {
+            Some(throttled) => Err(CallError::Throttled {
                 provider: provider.to_owned(),
-                deadlines: throttle.deadlines,
-                remaining: until - now,
+                deadlines: throttled.deadlines,
+                remaining: throttled.remaining,
             }),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 
@@ -180,30 +180,29 @@ impl Share {
     pub(crate) fn spend(&self, computed: Duration) -> Duration {
         let now = Instant::now();
         let mut bucket = lock(&self.bucket);
-        let refilled =
-            now.saturating_duration_since(bucket.at).as_secs_f64() * self.refill_per_second;
-        bucket.ticks = (bucket.ticks + refilled).min(burst());
+        let refilled = now.saturating_duration_since(bucket.at).as_secs_f64() * self.cores;
+        bucket.seconds = (bucket.seconds + refilled).min(CPU_BURST.as_secs_f64());
         bucket.at = now;
-        bucket.ticks -= computed.as_secs_f64() / TICK.as_secs_f64();
-        if bucket.ticks >= 0.0 {
+        bucket.seconds -= computed.as_secs_f64();
+        if bucket.seconds >= 0.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-bucket.ticks / self.refill_per_second)
+            Duration::from_secs_f64(-bucket.seconds / self.cores)
         }
-    }
-
-    fn throttled(&self, now: Instant) -> Option<Throttled> {
-        let throttle = lock(&self.throttle);
-        let until = throttle.until.filter(|until| *until > now)?;
-        Some(Throttled {
-            digest: throttle.digest.clone(),
-            deadlines: throttle.deadlines,
-            remaining: until - now,
-        })
     }
 }
 
 impl Throttle {
+    /// The throttle as of `now`, if it holds.
+    fn current(&self, now: Instant) -> Option<Throttled> {
+        let until = self.until.filter(|until| *until > now)?;
+        Some(Throttled {
+            digest: self.digest.clone(),
+            deadlines: self.deadlines,
+            remaining: until - now,
+        })
+    }
+
     /// A new version starts afresh.
     fn follow(&mut self, digest: &str) {
         if self.digest != digest {
@@ -240,11 +239,6 @@ impl Throttle {
             }
         }
     }
-}
-
-/// The bucket's size, in ticks.
-fn burst() -> f64 {
-    CPU_BURST.as_secs_f64() / TICK.as_secs_f64()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -332,12 +326,13 @@ mod tests {
     fn computing_past_the_burst_waits_for_the_share() {
         let fairness = Fairness::new(4, 0.5, None);
         let share = fairness.share(&Arc::from("p"));
-        let burst = CPU_BURST.as_millis() / TICK.as_millis();
+        let tick = Duration::from_millis(10);
+        let burst = CPU_BURST.as_millis() / tick.as_millis();
         for _ in 0..burst {
-            assert_eq!(share.spend(TICK), Duration::ZERO);
+            assert_eq!(share.spend(tick), Duration::ZERO);
         }
         // Half a core: a tick (10 ms) of computing every 20 ms.
-        let wait = share.spend(TICK);
+        let wait = share.spend(tick);
         assert!(
             wait > Duration::from_millis(15) && wait <= Duration::from_millis(20),
             "{wait:?}"

@@ -115,12 +115,14 @@ pub(crate) async fn load(
     let pre = ProviderPre::new(instance_pre, world).map_err(link)?;
     let digest = format!("sha256:{}", compiled.digest_hex);
     // Check: one real instantiation and calls under the provider's own limits.
+    let share = host.fairness.share(&name);
     let callee = Callee {
         name: &name,
         digest: &digest,
         world,
         limits: &limits,
         egress: &egress,
+        share: &share,
         pre: &pre,
         keys: None,
     };
@@ -143,6 +145,7 @@ pub(crate) async fn load(
         config_schema,
         limits,
         egress,
+        share,
         pre,
         load_time: started.elapsed(),
         compile_time: compiled.took,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::component::{ComponentExportIndex, InstancePre};
 
 use super::bindings::interfaces;
+use super::fairness::Share;
 use super::host::auth::Keys;
 use super::host::http::Egress;
 use super::limits::{Capabilities, Limits};
@@ -29,6 +30,8 @@ pub struct LoadedProvider {
     /// Bounds on each call.
     pub limits: Limits,
     pub(crate) egress: Arc<Egress>,
+    /// Its provider's share of calls and CPU (every version's).
+    pub(crate) share: Arc<Share>,
     pub(crate) pre: ProviderPre,
     /// How long loading took, from bytes to checked.
     pub load_time: Duration,
@@ -46,6 +49,7 @@ pub(crate) struct Callee<'a> {
     pub(crate) world: World,
     pub(crate) limits: &'a Limits,
     pub(crate) egress: &'a Arc<Egress>,
+    pub(crate) share: &'a Arc<Share>,
     pub(crate) pre: &'a ProviderPre,
     /// The credentials the host authenticates this call's requests with.
     pub(crate) keys: Option<Arc<Keys>>,
@@ -118,6 +122,7 @@ impl LoadedProvider {
             world: self.world,
             limits: &self.limits,
             egress: &self.egress,
+            share: &self.share,
             pre: &self.pre,
             keys: None,
         }
