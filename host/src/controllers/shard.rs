@@ -10,7 +10,8 @@
 //! Objects that belong to no Cluster yet (a provider object its owner has
 //! not adopted) are cached by every shard, since the owner's shard must
 //! find them, and reconciled by shard 0 only. ProviderModules are loaded by
-//! every shard (each runs guests) and written by shard 0 only.
+//! every shard (each runs guests) and written by shard 0 only: a canary is
+//! judged by each shard on its own calls, and the status shows shard 0's.
 
 use kube::ResourceExt as _;
 use kube::api::DynamicObject;
