@@ -11,7 +11,9 @@
 //! what it injected and found.
 //!
 //! `make test` runs it reduced (20 pools); `FAULTS_POOLS=N` sets the
-//! fleet (`make fault-suite` runs 60).
+//! fleet (`make fault-suite` runs 60). Each SIGKILL falls at a random
+//! moment of its phase, from a seed the suite prints; `FAULTS_SEED=N`
+//! repeats a run's kill points.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -49,7 +51,11 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
         .unwrap_or(20);
     let clusters = pools.div_ceil(POOLS_PER_CLUSTER);
     let mut install = Box::pin(Install::with_core("faults", Core::Capwasm)).await;
-    let mut log = Log::default();
+    let seed = std::env::var("FAULTS_SEED")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let mut log = Log::new(seed);
     let ns = install.ns.clone();
     let client = install.client.clone();
     let pools_api: Api<MachinePool> = Api::namespaced(client.clone(), &ns);
@@ -151,9 +157,21 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
 struct Log {
     lines: Vec<String>,
     started: Option<Instant>,
+    /// Where the kills fall.
+    kill_points: fastrand::Rng,
 }
 
 impl Log {
+    fn new(seed: u64) -> Self {
+        let mut log = Self {
+            lines: Vec::new(),
+            started: None,
+            kill_points: fastrand::Rng::with_seed(seed),
+        };
+        log.say(format!("kill points from FAULTS_SEED={seed}"));
+        log
+    }
+
     fn say(&mut self, line: impl std::fmt::Display) {
         let started = *self.started.get_or_insert_with(Instant::now);
         self.lines
@@ -161,9 +179,12 @@ impl Log {
     }
 }
 
-/// SIGKILLs `capwasm run` a moment into `phase` and starts it again.
+/// SIGKILLs `capwasm run` at a random moment of the next 4 s of `phase`
+/// (when its reconciles may be anywhere between a read and a write) and
+/// starts it again.
 async fn kill_operator(install: &mut Install, log: &mut Log, phase: &str) {
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = Duration::from_millis(log.kill_points.u64(100..4_000));
+    tokio::time::sleep(after).await;
     let killed = install.operator.process_id();
     install.kill_and_restart_operator().await;
     assert!(
@@ -171,7 +192,7 @@ async fn kill_operator(install: &mut Install, log: &mut Log, phase: &str) {
         "process {killed} survived SIGKILL"
     );
     log.say(format!(
-        "{phase}: operator SIGKILLed and started again (process {killed} → {})",
+        "{phase}: operator SIGKILLed {after:.1?} in and started again (process {killed} → {})",
         install.operator.process_id()
     ));
 }

@@ -120,6 +120,16 @@ fn an_unknown_flag_is_refused_with_usage() {
 }
 
 #[test]
+fn no_reconciles_at_once_is_refused_with_usage() {
+    let (code, stderr) = run(&["run", "--concurrency", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("invalid value '0' for '--concurrency <N>'"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_shard_that_does_not_fit_is_one_line_and_exit_code_one() {
     let (code, stderr) = run(&["run", "--shards", "3", "--shard-index", "3"]);
     assert_eq!(code, Some(1));

@@ -63,6 +63,11 @@ pub struct Args {
     /// 2-second burst; a call past it waits at its next 10 ms tick.
     #[arg(long, default_value_t = 0.5, value_name = "CORES")]
     provider_cpu_share: f64,
+    /// Reconciles each controller runs at once (as upstream's
+    /// --machinepool-concurrency); more wait in its queue.
+    #[arg(long, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
     /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -154,6 +159,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
                 None => Some(namespace.clone()),
             },
             shard,
+            concurrency: args.concurrency,
             ..Settings::default()
         },
         runtime: RuntimeSettings {

@@ -41,6 +41,11 @@ pub struct Settings {
     /// that what the provider controllers do in reaction to one of their
     /// writes arrives before they look again, and lands in one write.
     pub core_debounce: Duration,
+    /// Reconciles each controller runs at once (upstream's
+    /// `--machinepool-concurrency` and kin). Unbounded, a fleet's burst of
+    /// changes becomes as many requests in flight, each on a connection of
+    /// its own (HTTP/1.1) that stays open, idle, long after.
+    pub concurrency: u16,
     /// The Event reporter's instance (the pod name, say).
     pub instance: Option<String>,
     /// The only namespace credentials Secrets are read from, if set: a
@@ -60,11 +65,23 @@ impl Default for Settings {
             backoff_max: Duration::from_secs(300),
             debounce: Duration::from_millis(100),
             core_debounce: Duration::from_millis(500),
+            concurrency: 16,
             instance: None,
             credentials_namespace: None,
             oci: crate::oci::Puller::default(),
             shard: super::shard::Shard::ALL,
         }
+    }
+}
+
+impl Settings {
+    /// A controller's configuration: changes to an object within
+    /// `debounce` land in one reconcile, and at most [`Self::concurrency`]
+    /// reconciles run at once.
+    pub fn controller(&self, debounce: Duration) -> kube::runtime::controller::Config {
+        kube::runtime::controller::Config::default()
+            .debounce(debounce)
+            .concurrency(self.concurrency)
     }
 }
 

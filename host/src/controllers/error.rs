@@ -76,6 +76,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether a write failed because its object is gone: nothing is left
+    /// to write to, so the write has nothing more to do either.
+    pub fn is_gone(&self) -> bool {
+        matches!(self, Self::Write { source: kube::Error::Api(status), .. } if status.code == 404)
+    }
+
     /// The condition and Event reason this error shows as.
     pub fn reason(&self) -> Reason {
         match self {
@@ -142,5 +148,27 @@ pub fn guest_reason(error: &CallError) -> Reason {
             ProviderError::Terminal(_) => Reason::ProviderFailed,
             ProviderError::InvalidConfig(_) => Reason::InvalidConfig,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::Error;
+
+    fn write_answered(code: u16) -> Error {
+        Error::Write {
+            what: "status",
+            name: "p".into(),
+            source: kube::Error::Api(Status::failure("no", "NotFound").with_code(code).boxed()),
+        }
+    }
+
+    #[test]
+    fn only_a_write_answered_404_finds_its_object_gone() {
+        assert!(write_answered(404).is_gone());
+        assert!(!write_answered(409).is_gone());
+        assert!(!Error::ClusterNotFound("c".into()).is_gone());
     }
 }

@@ -70,10 +70,7 @@ where
     };
     match patch(ctx, controller, object, ops).await {
         // Gone already: an earlier removal was the last finalizer.
-        Err(Error::Write {
-            source: kube::Error::Api(status),
-            ..
-        }) if status.code == 404 => Ok(()),
+        Err(error) if error.is_gone() => Ok(()),
         // The answer is kept (`patch`): a reconcile from a cached copy that
         // still shows the finalizer sees it removed, and sends nothing.
         other => other,

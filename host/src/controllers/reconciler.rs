@@ -372,7 +372,12 @@ async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<
     if scope.status == before {
         return Ok(());
     }
-    write::status(ctx, author::<K>(), &*scope.object, &before, &scope.status).await?;
+    match write::status(ctx, author::<K>(), &*scope.object, &before, &scope.status).await {
+        // Deleted since it was read (its last finalizer went while this
+        // reconcile worked from a copy that still showed it): nothing to say.
+        Err(error) if error.is_gone() && scope.deleting() => return Ok(()),
+        written => written?,
+    }
     let reference = scope.reference();
     ctx.announce(&reference, before.conditions(), scope.status.conditions())
         .await;

@@ -29,7 +29,7 @@ pub fn run(
     let caches = &ctx.caches;
     let store = caches.configs.store().clone();
     Controller::for_shared_stream(caches.configs.subscribe(), store.clone())
-        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        .with_config(ctx.settings.controller(ctx.settings.debounce))
         // Its data Secret, by owner reference.
         .owns_shared_stream(caches.secrets.subscribe())
         .watches_shared_stream(caches.pools.subscribe(), |pool| {

@@ -35,9 +35,7 @@ pub fn run(
 ) -> impl Future<Output = ()> {
     let caches = &ctx.caches;
     Controller::for_shared_stream(caches.clusters.subscribe(), caches.clusters.store().clone())
-        .with_config(
-            kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce),
-        )
+        .with_config(ctx.settings.controller(ctx.settings.core_debounce))
         .reconcile_on(referenced)
         // Its workers' counts, and its deletion waiting for them.
         .watches_shared_stream(caches.pools.subscribe(), |pool| {

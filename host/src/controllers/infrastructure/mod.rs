@@ -30,7 +30,7 @@ pub fn run_machine_pools(
     let caches = &ctx.caches;
     let store = caches.infra_pools.store().clone();
     Controller::for_shared_stream(caches.infra_pools.subscribe(), store.clone())
-        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        .with_config(ctx.settings.controller(ctx.settings.debounce))
         .watches_shared_stream(caches.pools.subscribe(), |pool| {
             watches::referenced(
                 &pool.spec.template.spec.infrastructure_ref,
@@ -64,7 +64,7 @@ pub fn run_clusters(
     let caches = &ctx.caches;
     let store = caches.infra_clusters.store().clone();
     Controller::for_shared_stream(caches.infra_clusters.subscribe(), store.clone())
-        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        .with_config(ctx.settings.controller(ctx.settings.debounce))
         .watches_shared_stream(caches.clusters.subscribe(), |cluster| {
             watches::referenced(
                 cluster.spec.infrastructure_ref.as_ref()?,

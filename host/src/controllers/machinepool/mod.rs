@@ -46,9 +46,7 @@ pub fn run(
     let store = caches.pools.store().clone();
     let of_node = (store.clone(), caches.pools_by_cluster.clone());
     Controller::for_shared_stream(caches.pools.subscribe(), store.clone())
-        .with_config(
-            kube::runtime::controller::Config::default().debounce(ctx.settings.core_debounce),
-        )
+        .with_config(ctx.settings.controller(ctx.settings.core_debounce))
         .reconcile_on(referenced)
         .reconcile_on(
             nodes.filter_map(move |event| futures::future::ready(pool_of_node(&of_node, &event))),

@@ -42,7 +42,7 @@ pub fn run(
     let store = caches.modules.store().clone();
     let modules = store.clone();
     Controller::for_shared_stream(caches.modules.subscribe(), store)
-        .with_config(kube::runtime::controller::Config::default().debounce(ctx.settings.debounce))
+        .with_config(ctx.settings.controller(ctx.settings.debounce))
         // ConfigMap sources and verification keys: a changed ConfigMap
         // reloads the modules reading it.
         .watches_shared_stream(caches.config_maps.subscribe(), move |config_map| {
