@@ -218,6 +218,11 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         started.elapsed().as_secs_f64(),
         cpu.join(", ")
     );
+    let sockets: Vec<String> = install
+        .operators()
+        .map(|o| usage::sockets(o.process_id()).to_string())
+        .collect();
+    eprintln!("    sockets the operator holds: {}", sockets.join(", "));
     eprintln!(
         "    requests per pool: {}",
         requests_per_pool(&requests_before, &requests(&client).await?, pool_count)

@@ -73,6 +73,17 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// How many sockets `pid` holds open now (its connections, each an
+/// HTTP/1.1 request in flight or a pooled idle connection, and listeners).
+pub fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |fds| {
+        fds.filter_map(Result::ok)
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
