@@ -252,7 +252,9 @@ async fn rejected_by_the_api_server(client: &Client) -> f64 {
     text.lines()
         .filter(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        // Not `sum`: it starts at -0, printed "-0" when nothing was rejected
+        // (the counter has no series until a first rejection).
+        .fold(0.0, |total, n| total + n)
 }
 
 /// Points ProviderModule `name` at sim-infrastructure v2.
