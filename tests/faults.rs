@@ -153,7 +153,6 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
 }
 
 /// What was injected and found, in order.
-#[derive(Default)]
 struct Log {
     lines: Vec<String>,
     started: Option<Instant>,
