@@ -300,30 +300,48 @@ mod infinite_loop {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn its_calls_beyond_its_share_of_turns_wait_for_one() {
-        let (runtime, _) = runtime_with_settings(
-            COVERS,
-            RuntimeSettings {
-                max_calls_per_provider: 2,
-                ..settings(None)
-            },
-        )
+        calls_beyond_two_wait(RuntimeSettings {
+            max_calls_per_provider: 2,
+            ..settings(None)
+        })
         .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_beyond_the_instance_slots_wait_for_one() {
+        calls_beyond_two_wait(RuntimeSettings {
+            max_instances: 2,
+            ..settings(None)
+        })
+        .await;
+    }
+
+    /// Four looping calls under `settings`, which let two run at once: two
+    /// run while two are queued (not dropped), as the metrics say, then
+    /// those two run their whole deadline.
+    async fn calls_beyond_two_wait(settings: RuntimeSettings) {
+        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
         let request = requests::generate("{}");
         let started = Instant::now();
         let calls = (0..4).map(|_| async {
             let result = runtime.generate(HOSTILE, &request).await;
             (result, started.elapsed())
         });
+        let sample = async {
+            tokio::time::sleep(limits().deadline / 2).await;
+            (metrics.instances(), metrics.waiting(HOSTILE))
+        };
+        let (results, (alive, waiting)) = futures::join!(futures::future::join_all(calls), sample);
+        assert_eq!((alive, waiting), (2, 2), "instances alive, calls queued");
         let mut ended: Vec<Duration> = Vec::new();
-        for (result, elapsed) in futures::future::join_all(calls).await {
+        for (result, elapsed) in results {
             let err = result.expect_err("the loop fails");
             assert!(matches!(err, CallError::DeadlineExceeded { .. }), "{err}");
             ended.push(elapsed);
         }
         ended.sort();
-        // Two ran at once; the other two waited for their turn, then ran
-        // their whole deadline.
         assert!(ended[3] >= limits().deadline * 2, "{ended:?}");
+        assert_eq!((metrics.instances(), metrics.waiting(HOSTILE)), (0, 0));
     }
 }
 

@@ -11,15 +11,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
 use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
-use super::fairness::{self, Fairness, Share, Waiting};
+use super::fairness::{self, Fairness, Share};
 use super::limits::{GuestMemory, MemoryBound};
-use super::metrics::Metrics;
+use super::metrics::{Held, Metrics};
 use super::provider::{Callee, ProviderPre, WorldExports};
 use super::state::CallState;
 use super::types::{ProviderError, ProviderInfo};
@@ -34,6 +35,8 @@ pub(crate) struct Host<'a> {
     pub(crate) engine: &'a Engine,
     /// Instance slots: a call waits for one before it instantiates.
     pub(crate) slots: &'a Semaphore,
+    /// Instances alive now.
+    pub(crate) instances: &'a Gauge,
     /// Each provider's share of calls and CPU.
     pub(crate) fairness: &'a Fairness,
     /// Outgoing connections of all guests together.
@@ -153,10 +156,11 @@ async fn bounded<R>(
     ) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
     let shutting_down = || CallError::NotLoaded("the runtime is shutting down".into());
-    let waiting = Waiting::new(share);
+    let waiting = Held::new(&share.waiting);
     let _turn = share.turn().await.ok_or_else(shutting_down)?;
     let _slot = host.slots.acquire().await.map_err(|_| shutting_down())?;
     drop(waiting);
+    let _alive = Held::new(host.instances);
     let deadline = callee.limits.deadline;
     let mut store = store(host, callee, share);
     // The outer error: no instance could be made.

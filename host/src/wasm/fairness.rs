@@ -78,7 +78,7 @@ pub(crate) struct Share {
     bucket: Mutex<Bucket>,
     throttle: Mutex<Throttle>,
     /// Its calls waiting for a turn or an instance slot.
-    waiting: Gauge,
+    pub(crate) waiting: Gauge,
 }
 
 /// Seconds of computing a provider may still spend, as of `at`.
@@ -123,7 +123,7 @@ impl Fairness {
                     waiting: self
                         .metrics
                         .as_ref()
-                        .map(|m| m.waiting(name))
+                        .map(|m| m.waiting_gauge(name))
                         .unwrap_or_default(),
                 })
             })
@@ -254,22 +254,6 @@ pub(crate) fn ended<R>(result: &Result<R, CallError>) -> Ended {
         }
         Err(CallError::DeadlineExceeded { .. }) => Ended::Deadline,
         Err(_) => Ended::Other,
-    }
-}
-
-/// Counts a call waiting for its turn while it lives.
-pub(crate) struct Waiting<'a>(&'a Gauge);
-
-impl<'a> Waiting<'a> {
-    pub(crate) fn new(share: &'a Share) -> Self {
-        share.waiting.inc();
-        Self(&share.waiting)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.dec();
     }
 }
 

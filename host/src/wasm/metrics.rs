@@ -54,6 +54,8 @@ pub struct Metrics {
     http_refusals: Family<LimitLabels, Counter>,
     invalid_results: Family<ExportLabels, Counter>,
     waiting: Family<ProviderLabels, Gauge>,
+    instances: Gauge,
+    instance_slots: Gauge,
 }
 
 impl Metrics {
@@ -90,11 +92,41 @@ impl Metrics {
             "Calls of each provider queued for its turn (its share of concurrent calls) or an instance slot: queued, not dropped",
             metrics.waiting.clone(),
         );
+        registry.register(
+            "capwasm_guest_instances",
+            "Provider instances alive now, of all providers together: never more than capwasm_guest_instance_slots",
+            metrics.instances.clone(),
+        );
+        registry.register(
+            "capwasm_guest_instance_slots",
+            "Provider instances that may be alive at once (--max-provider-instances); a call beyond them waits",
+            metrics.instance_slots.clone(),
+        );
         metrics
     }
 
+    /// The gauge of instances alive, its bound set to `slots`.
+    pub(crate) fn instances_gauge(&self, slots: u32) -> Gauge {
+        self.instance_slots.set(i64::from(slots));
+        self.instances.clone()
+    }
+
+    /// Calls of `provider` queued now.
+    pub fn waiting(&self, provider: &str) -> i64 {
+        self.waiting
+            .get(&ProviderLabels {
+                provider: provider.into(),
+            })
+            .map_or(0, |g| g.get())
+    }
+
+    /// Instances alive now.
+    pub fn instances(&self) -> i64 {
+        self.instances.get()
+    }
+
     /// The gauge of `provider`'s queued calls.
-    pub(crate) fn waiting(&self, provider: &Arc<str>) -> Gauge {
+    pub(crate) fn waiting_gauge(&self, provider: &Arc<str>) -> Gauge {
         self.waiting
             .get_or_create(&ProviderLabels {
                 provider: provider.clone(),
@@ -216,6 +248,24 @@ impl Default for Metrics {
             http_refusals: Family::default(),
             invalid_results: Family::default(),
             waiting: Family::default(),
+            instances: Gauge::default(),
+            instance_slots: Gauge::default(),
         }
+    }
+}
+
+/// Counts one on a gauge while it lives: a call waiting, an instance alive.
+pub(crate) struct Held<'a>(&'a Gauge);
+
+impl<'a> Held<'a> {
+    pub(crate) fn new(gauge: &'a Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

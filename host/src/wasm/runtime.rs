@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
@@ -72,6 +73,8 @@ struct Inner {
     settings: RuntimeSettings,
     metrics: Option<Metrics>,
     slots: Semaphore,
+    /// Instances alive now (a gauge of the metrics if they are kept).
+    instances: Gauge,
     fairness: Fairness,
     connections: Arc<Semaphore>,
     memory: GuestMemory,
@@ -91,6 +94,10 @@ impl Runtime {
                 linkers,
                 registry: Registry::default(),
                 slots: Semaphore::new(settings.max_instances as usize),
+                instances: metrics
+                    .as_ref()
+                    .map(|m| m.instances_gauge(settings.max_instances))
+                    .unwrap_or_default(),
                 fairness: Fairness::new(
                     settings.max_calls_per_provider,
                     settings.provider_cpu_share,
@@ -125,6 +132,7 @@ impl Runtime {
         Host {
             engine: &self.inner.engine,
             slots: &self.inner.slots,
+            instances: &self.inner.instances,
             fairness: &self.inner.fairness,
             connections: &self.inner.connections,
             memory: &self.inner.memory,
