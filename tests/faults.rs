@@ -98,7 +98,9 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
     )
     .await;
     // Every pool scaled at once stayed within the API server's own limits.
-    let rejected = rejected_by_the_api_server(&client).await;
+    let rejected = testenv::flows::rejected_by_the_api_server(&client)
+        .await
+        .unwrap();
     log.say(format!(
         "scaling: requests the API server's priority and fairness rejected: {rejected}"
     ));
@@ -241,19 +243,6 @@ async fn serves_v2(client: &Client, name: &str) {
         Some(v2.as_str()),
         "v2 serves after the swap"
     );
-}
-
-/// Requests the API server's priority and fairness turned away (429) since
-/// it started, from its own metrics.
-async fn rejected_by_the_api_server(client: &Client) -> f64 {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(request).await.unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        // Not `sum`: it starts at -0, printed "-0" when nothing was rejected
-        // (the counter has no series until a first rejection).
-        .fold(0.0, |total, n| total + n)
 }
 
 /// Points ProviderModule `name` at sim-infrastructure v2.

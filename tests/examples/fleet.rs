@@ -18,6 +18,11 @@
 //! operator stopped and started with every pool Running, the seconds until
 //! it had reconciled as many pools as there are, and the writes it made.
 //!
+//! Then backpressure: every pool scaled at once to one replica more and
+//! back, the time until each is Running again, the writes, the most
+//! provider calls queued and instances alive (against their slots), and
+//! requests the API server's priority and fairness rejected.
+//!
 //! With `FLEET_SHARDS=N`, capwasm runs as N shards (`--shards N`), each
 //! process's CPU and peak memory printed; no restart then.
 //!
@@ -39,6 +44,9 @@ use testenv::install::{Core, Install};
 use testenv::operator::OperatorProcess;
 use testenv::scoped::{CLUSTER_LABEL, ScopedWorkload};
 use testenv::usage::{self, Usage};
+
+#[path = "fleet/flood.rs"]
+mod flood;
 
 const TIMEOUT: Duration = Duration::from_secs(900);
 const POLL: Duration = Duration::from_millis(200);
@@ -62,6 +70,8 @@ struct Figures {
     reconciles_per_pool: Option<f64>,
     usage: Usage,
     restart: Option<Restart>,
+    /// Every pool scaled up at once, then down.
+    floods: [flood::Flood; 2],
 }
 
 /// The operator restarted with every pool at rest.
@@ -157,6 +167,9 @@ async fn main() -> anyhow::Result<()> {
                 restart.usage.peak_rss_bytes >> 20
             );
         }
+        for flood in &figures.floods {
+            println!("    {flood}");
+        }
         results.push(figures);
     }
     if let [ours, theirs] = &results[..] {
@@ -250,6 +263,10 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         }
         _ => None,
     };
+    let floods = [
+        flood::flood(&install, &apis, replicas + 1).await?,
+        flood::flood(&install, &apis, replicas).await?,
+    ];
     let before_delete = controllers_usage(&install);
     let delete = delete_reporting(&install, &apis).await?;
     let after = controllers_usage(&install);
@@ -267,6 +284,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
             peak_rss_bytes: usage.peak_rss_bytes.max(after.peak_rss_bytes),
         },
         restart,
+        floods,
     })
 }
 

@@ -50,6 +50,9 @@ pub enum Error {
     /// A request to the API server failed.
     #[error("API request failed")]
     Kube(#[from] kube::Error),
+    /// A raw request to the API server could not be built.
+    #[error("building a request")]
+    Request(#[from] http::Error),
     /// A CRD file could not be read or parsed.
     #[error("invalid CRD file {path}: {message}")]
     CrdFile {

@@ -119,6 +119,20 @@ pub async fn scale(pools: &Api<MachinePool>, name: &str, replicas: i32) -> Resul
     Ok(())
 }
 
+/// Requests the API server's priority and fairness has rejected (429)
+/// since it started.
+pub async fn rejected_by_the_api_server(client: &Client) -> Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        // Not `sum`: it starts at -0, printed "-0" when nothing was rejected
+        // (the counter has no series until a first rejection).
+        .fold(0.0, |total, n| total + n))
+}
+
 /// The ProviderModules a test's objects use.
 #[derive(Clone, Debug)]
 pub struct Modules {
