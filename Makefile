@@ -96,7 +96,7 @@ fleet-bench: guests
 fault-suite: guests
 	@assets=$$($(CONTROLPLANE)) && \
 	  $(CARGO) build --locked -q -p capwasm --bin capwasm && \
-	  FAULTS_POOLS=$${FAULTS_POOLS:-60} KUBEBUILDER_ASSETS="$$assets" \
+	  FAULTS_POOLS=$${FAULTS_POOLS:-200} FAULTS_SHARDS=$${FAULTS_SHARDS:-3} KUBEBUILDER_ASSETS="$$assets" \
 	  $(CARGO) test --locked -q -p capwasm-tests --test faults -- --nocapture
 
 startup-bench: toolchain

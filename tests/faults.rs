@@ -1,7 +1,8 @@
 //! The fault suite: a fleet provisioned, scaled and partly deleted while
 //! faults are injected — `capwasm run` SIGKILLed and restarted, etcd
-//! paused (SIGSTOP), the management kube-apiserver killed and restarted,
-//! the workload API server paused, the cloud answering 503, holding answers
+//! paused (SIGSTOP) and slowed (stopped 100 ms of every 500), the
+//! management kube-apiserver killed and restarted, the workload API server
+//! paused, the cloud answering 503, holding answers
 //! past every timeout or cutting them off, the infrastructure provider
 //! hot-swapped — each phase ending, once the faults stop, with an inventory:
 //! every pool Running at its replicas, cloud instances = replicas (none
@@ -10,10 +11,11 @@
 //! turned away by the API server's priority and fairness (429). It prints
 //! what it injected and found.
 //!
-//! `make test` runs it reduced (20 pools); `FAULTS_POOLS=N` sets the
-//! fleet (`make fault-suite` runs 60). Each SIGKILL falls at a random
-//! moment of its phase, from a seed the suite prints; `FAULTS_SEED=N`
-//! repeats a run's kill points.
+//! `make test` runs it reduced (20 pools, one operator); `FAULTS_POOLS=N`
+//! sets the fleet and `FAULTS_SHARDS=N` runs capwasm as N shards, a random
+//! one of which each SIGKILL hits (`make fault-suite` runs 200 pools on 3
+//! shards). Each SIGKILL falls at a random moment of its phase, from a seed
+//! the suite prints; `FAULTS_SEED=N` repeats a run's kill points.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -45,16 +47,15 @@ const CLOUD_FAULTS: Faults = Faults {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
-    let pools: usize = std::env::var("FAULTS_POOLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(20);
+    let pools: usize = setting("FAULTS_POOLS", 20);
+    let shards: u32 = setting("FAULTS_SHARDS", 1);
+    let seed: u64 = setting("FAULTS_SEED", fastrand::u64(..));
     let clusters = pools.div_ceil(POOLS_PER_CLUSTER);
-    let mut install = Box::pin(Install::with_core("faults", Core::Capwasm)).await;
-    let seed = std::env::var("FAULTS_SEED")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
+    let mut install = if shards > 1 {
+        Box::pin(Install::with_shards("faults", shards, "info")).await
+    } else {
+        Box::pin(Install::with_core("faults", Core::Capwasm)).await
+    };
     let mut log = Log::new(seed);
     let ns = install.ns.clone();
     let client = install.client.clone();
@@ -89,36 +90,7 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
         scale(&pools_api, pool, 3).await.unwrap();
     }
     kill_operator(&mut install, &mut log, "scaling").await;
-    let workload = install.env.workload().map(testenv::ApiServer::pid).unwrap();
-    pause(
-        &mut log,
-        "the workload API server",
-        workload,
-        Duration::from_secs(8),
-    )
-    .await;
-    // Every pool scaled at once stayed within the API server's own limits.
-    let rejected = testenv::flows::rejected_by_the_api_server(&client)
-        .await
-        .unwrap();
-    log.say(format!(
-        "scaling: requests the API server's priority and fairness rejected: {rejected}"
-    ));
-    assert!(
-        rejected < 1.0,
-        "the flood was throttled by the API server: {rejected}"
-    );
-    let restarted = Instant::now();
-    install
-        .env
-        .management_mut()
-        .kill_and_restart()
-        .await
-        .unwrap();
-    log.say(format!(
-        "scaling: management kube-apiserver killed, ready again after {:.1?}",
-        restarted.elapsed()
-    ));
+    control_planes_falter(&mut install, &mut log).await;
     hot_swap(&client, &install.modules.infrastructure).await;
     log.say("scaling: sim-infrastructure hot-swapped to v2");
     kill_operator(&mut install, &mut log, "scaling").await;
@@ -151,7 +123,63 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
         "the cloud answered 503 {} times, held {} answers past every timeout, cut {} off",
         injected.unavailable, injected.hung, injected.dropped
     ));
-    eprintln!("fault suite, {pools} pools:\n{}", log.lines.join("\n"));
+    eprintln!(
+        "fault suite, {pools} pools, {shards} operator(s):\n{}",
+        log.lines.join("\n")
+    );
+}
+
+/// The management etcd slowed, the workload API server paused, the
+/// management kube-apiserver killed and restarted; between them, a check
+/// that every pool scaled at once stayed within the API server's own
+/// limits (priority and fairness rejected nothing).
+async fn control_planes_falter(install: &mut Install, log: &mut Log) {
+    slow(
+        log,
+        "etcd",
+        install.env.management().etcd_pid(),
+        Duration::from_secs(10),
+    )
+    .await;
+    let workload = install.env.workload().map(testenv::ApiServer::pid).unwrap();
+    pause(
+        log,
+        "the workload API server",
+        workload,
+        Duration::from_secs(8),
+    )
+    .await;
+    // Every pool scaled at once stayed within the API server's own limits.
+    let rejected = testenv::flows::rejected_by_the_api_server(&install.client)
+        .await
+        .unwrap();
+    log.say(format!(
+        "scaling: requests the API server's priority and fairness rejected: {rejected}"
+    ));
+    assert!(
+        rejected < 1.0,
+        "the flood was throttled by the API server: {rejected}"
+    );
+    let restarted = Instant::now();
+    install
+        .env
+        .management_mut()
+        .kill_and_restart()
+        .await
+        .unwrap();
+    log.say(format!(
+        "scaling: management kube-apiserver killed, ready again after {:.1?}",
+        restarted.elapsed()
+    ));
+}
+
+/// Variable `name` of the environment, or `default` if it is not set or
+/// not a number.
+fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
 }
 
 /// What was injected and found, in order.
@@ -180,21 +208,35 @@ impl Log {
     }
 }
 
-/// SIGKILLs `capwasm run` at a random moment of the next 4 s of `phase`
-/// (when its reconciles may be anywhere between a read and a write) and
-/// starts it again.
+/// SIGKILLs `capwasm run` (a random shard of several) at a random moment
+/// of the next 4 s of `phase` (when its reconciles may be anywhere between
+/// a read and a write) and starts it again.
 async fn kill_operator(install: &mut Install, log: &mut Log, phase: &str) {
     let after = Duration::from_millis(log.kill_points.u64(100..4_000));
+    let shards = u32::try_from(install.operators().count()).unwrap();
+    let shard = log.kill_points.u32(0..shards);
     tokio::time::sleep(after).await;
-    let killed = install.operator.process_id();
-    install.kill_and_restart_operator().await;
+    let process = |install: &Install| {
+        install
+            .operators()
+            .nth(shard as usize)
+            .unwrap()
+            .process_id()
+    };
+    let killed = process(install);
+    install.kill_and_restart_shard(shard).await;
     assert!(
         !testenv::is_running(killed),
         "process {killed} survived SIGKILL"
     );
+    let which = if shards > 1 {
+        format!("shard {shard}")
+    } else {
+        "operator".to_owned()
+    };
     log.say(format!(
-        "{phase}: operator SIGKILLed {after:.1?} in and started again (process {killed} → {})",
-        install.operator.process_id()
+        "{phase}: {which} SIGKILLed {after:.1?} in and started again (process {killed} → {})",
+        process(install)
     ));
 }
 
@@ -205,6 +247,22 @@ async fn pause(log: &mut Log, what: &str, pid: u32, how_long: Duration) {
     tokio::time::sleep(how_long).await;
     signal::kill(pid, Signal::SIGCONT).unwrap();
     log.say(format!("{what} paused for {how_long:?}"));
+}
+
+/// Slows process `pid` for `how_long`: stopped (SIGSTOP) for 100 ms of
+/// every 500, as a disk that stalls now and then.
+async fn slow(log: &mut Log, what: &str, pid: u32, how_long: Duration) {
+    let pid = Pid::from_raw(i32::try_from(pid).unwrap());
+    let started = Instant::now();
+    while started.elapsed() < how_long {
+        signal::kill(pid, Signal::SIGSTOP).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        signal::kill(pid, Signal::SIGCONT).unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    log.say(format!(
+        "{what} slowed for {how_long:?} (stopped 100 ms of every 500)"
+    ));
 }
 
 /// Creates Clusters `names`, each with [`POOLS_PER_CLUSTER`] pools of 2.

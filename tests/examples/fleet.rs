@@ -299,14 +299,7 @@ async fn install(core: Core) -> anyhow::Result<Install> {
     if core == Core::Upstream || shards < 2 {
         return Ok(Install::with_core("fleet", core).await);
     }
-    let mut install = Install::sharded("fleet", shards, "info").await;
-    for index in 1..shards {
-        let shard = install
-            .start_shard(index, &format!("shard-{index}"), true)
-            .await;
-        install.shards.push(shard);
-    }
-    Ok(install)
+    Ok(Box::pin(Install::with_shards("fleet", shards, "info")).await)
 }
 
 /// Each shard's CPU seconds and peak memory so far, if there are shards.

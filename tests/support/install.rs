@@ -161,6 +161,21 @@ impl Install {
         Self::build(prefix, Core::Capwasm, Identity::Admin, &args, log).await
     }
 
+    /// capwasm alone as `shards` shards, each leading on its own Lease:
+    /// shard 0 as [`Install::operator`], the others in [`Install::shards`].
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start.
+    pub async fn with_shards(prefix: &str, shards: u32, log: &str) -> Self {
+        let mut install = Self::sharded(prefix, shards, log).await;
+        for index in 1..shards {
+            let shard = install.start_shard(index, &shard_name(index), true).await;
+            install.shards.push(shard);
+        }
+        install
+    }
+
     /// Every `capwasm run` of the install: shard 0 (or the only one) first.
     pub fn operators(&self) -> impl Iterator<Item = &OperatorProcess> {
         std::iter::once(&self.operator).chain(&self.shards)
@@ -322,6 +337,22 @@ impl Install {
         self.start_operator_again().await;
     }
 
+    /// [`Install::kill_and_restart_operator`] for shard `index` of a
+    /// [`Install::with_shards`] install (0 is [`Install::operator`]).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such shard, it cannot be killed, or the new process
+    /// does not lead within a minute.
+    pub async fn kill_and_restart_shard(&mut self, index: u32) {
+        let Some(other) = index.checked_sub(1) else {
+            return self.kill_and_restart_operator().await;
+        };
+        let other = usize::try_from(other).expect("a shard index");
+        self.shards[other].kill().await;
+        self.shards[other] = self.start_shard(index, &shard_name(index), true).await;
+    }
+
     /// Stops `capwasm run` as Kubernetes does (SIGTERM: it finishes its
     /// reconciles and gives up its Lease) and starts it again with the same
     /// flags, as the admin; waits until the new process leads.
@@ -337,6 +368,11 @@ impl Install {
     async fn start_operator_again(&mut self) {
         self.operator = self.launch("capwasm", &self.args.clone(), true).await;
     }
+}
+
+/// The instance name of shard `index` (beside shard 0, `capwasm`).
+fn shard_name(index: u32) -> String {
+    format!("shard-{index}")
 }
 
 /// Applies the RBAC objects `kubectl apply -k deploy/provider-mode/` makes
