@@ -4,7 +4,8 @@
 //! for a change that means nothing to capwasm (an annotation on each
 //! Cluster, as a resync would), counted by the operator's own client
 //! (`capwasm_api_requests`). Kinds the operator watches are read from its
-//! caches, and a reconcile that finds nothing to do writes nothing.
+//! caches, each watched once, and a reconcile that finds nothing to do
+//! writes nothing.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -99,11 +100,18 @@ fn writes(counts: &BTreeMap<(String, String), u64>) -> Vec<String> {
 
 /// Reads (get, list) of watched kinds in `counts`.
 fn watched_reads(counts: &BTreeMap<(String, String), u64>) -> Vec<String> {
+    requests_of_watched(counts, &["get", "list"])
+}
+
+/// Requests of watched kinds in `counts` with one of `verbs`.
+fn requests_of_watched(counts: &BTreeMap<(String, String), u64>, verbs: &[&str]) -> Vec<String> {
     counts
         .iter()
         .filter(|((name, labels), _)| {
             name == "capwasm_api_requests_total"
-                && (labels.contains("verb=\"get\"") || labels.contains("verb=\"list\""))
+                && verbs
+                    .iter()
+                    .any(|verb| labels.contains(&format!("verb=\"{verb}\"")))
                 && WATCHED
                     .iter()
                     .any(|kind| labels.contains(&format!("resource=\"{kind}\"")))
@@ -159,6 +167,13 @@ async fn watched_kinds_are_read_from_the_caches() {
     print(
         &format!("requests while {pools} pools ({CLUSTERS} Clusters) are provisioned"),
         &provisioning,
+    );
+    // The core reads the provider objects its pools and Clusters reference
+    // from the caches the providers' controllers fill: no second watch.
+    let watches = requests_of_watched(&provisioning, &["list", "watch"]);
+    assert!(
+        watches.is_empty(),
+        "watched kinds were listed or watched again: {watches:?}"
     );
 
     tokio::time::sleep(REST).await;

@@ -27,7 +27,7 @@ use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 
 pub use index::Index;
-pub use shared::{Cache, Events, Keep};
+pub use shared::{Cache, Events, Keep, Reader};
 
 use super::metrics::Metrics;
 use super::shard::{OfCluster, Shard};

@@ -40,63 +40,50 @@ where
     K::DynamicType: Clone + Eq + Hash,
 {
     resource: String,
+    reader: Reader<K>,
+    /// The watch and the store's writer, until [`Cache::run`] takes them.
+    feed: Mutex<Option<Feed<K>>>,
+    /// Which objects it keeps; all unless set.
+    keep: Option<Keep<K>>,
+}
+
+/// What reads a [`Cache`]: its objects, its changes, whether it has listed;
+/// cloned cheaply, for those that read the cache without owning it.
+pub struct Reader<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
     dyntype: K::DynamicType,
     store: Store<K>,
     subscribers: Subscribers<K>,
-    /// The watch and the store's writer, until [`Cache::run`] takes them.
-    feed: Mutex<Option<Feed<K>>>,
     /// Whether the first list is in. The store's own readiness wakes only
     /// one of its waiters (kube-runtime's `DelayedInit` keeps one waker),
     /// and the others wait until something else polls them: a fleet of
     /// pools naming a kind first seen together waited 10 s here.
     ready: Arc<watch::Sender<bool>>,
-    /// Which objects it keeps; all unless set.
-    keep: Option<Keep<K>>,
 }
 
-impl<K> Cache<K>
+impl<K> Clone for Reader<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    fn clone(&self) -> Self {
+        Self {
+            dyntype: self.dyntype.clone(),
+            store: self.store.clone(),
+            subscribers: self.subscribers.clone(),
+            ready: self.ready.clone(),
+        }
+    }
+}
+
+impl<K> Reader<K>
 where
     K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync,
 {
-    /// A cache of `resource` (its plural, for logs and metrics) filled from
-    /// `events` once it runs.
-    pub fn new(resource: impl Into<String>, events: Events<K>, dyntype: K::DynamicType) -> Self {
-        let writer = Writer::new(dyntype.clone());
-        Self {
-            resource: resource.into(),
-            dyntype,
-            store: writer.as_reader(),
-            subscribers: Arc::default(),
-            feed: Mutex::new(Some((writer, events, Vec::new()))),
-            ready: Arc::new(watch::Sender::new(false)),
-            keep: None,
-        }
-    }
-
-    /// Keeps only the objects `keep` picks (before it runs): one that
-    /// changes so that it is no longer picked leaves the cache as if
-    /// deleted.
-    #[must_use]
-    pub fn keeping(mut self, keep: Keep<K>) -> Self {
-        self.keep = Some(keep);
-        self
-    }
-
-    /// Keeps `index` up to date with this cache (before it runs).
-    #[must_use]
-    pub fn indexed(self, index: &Index<K>) -> Self {
-        if let Some((_, _, indexes)) = lock(&self.feed).as_mut() {
-            indexes.push(index.clone());
-        }
-        self
-    }
-
-    /// The store: possibly stale, as every cache (see [`Store::get`]).
-    pub fn store(&self) -> &Store<K> {
-        &self.store
-    }
-
     /// The object `name` in `namespace` (cluster-scoped kinds: `None`), as cached.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         let mut key = ObjectRef::new_with(name, self.dyntype.clone());
@@ -121,18 +108,84 @@ where
         // The sender lives as long as the cache.
         let _ = self.ready.subscribe().wait_for(|ready| *ready).await;
     }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync,
+{
+    /// A cache of `resource` (its plural, for logs and metrics) filled from
+    /// `events` once it runs.
+    pub fn new(resource: impl Into<String>, events: Events<K>, dyntype: K::DynamicType) -> Self {
+        let writer = Writer::new(dyntype.clone());
+        Self {
+            resource: resource.into(),
+            reader: Reader {
+                dyntype,
+                store: writer.as_reader(),
+                subscribers: Arc::default(),
+                ready: Arc::new(watch::Sender::new(false)),
+            },
+            feed: Mutex::new(Some((writer, events, Vec::new()))),
+            keep: None,
+        }
+    }
+
+    /// Keeps only the objects `keep` picks (before it runs): one that
+    /// changes so that it is no longer picked leaves the cache as if
+    /// deleted.
+    #[must_use]
+    pub fn keeping(mut self, keep: Keep<K>) -> Self {
+        self.keep = Some(keep);
+        self
+    }
+
+    /// Keeps `index` up to date with this cache (before it runs).
+    #[must_use]
+    pub fn indexed(self, index: &Index<K>) -> Self {
+        if let Some((_, _, indexes)) = lock(&self.feed).as_mut() {
+            indexes.push(index.clone());
+        }
+        self
+    }
+
+    /// The store: possibly stale, as every cache (see [`Store::get`]).
+    pub fn store(&self) -> &Store<K> {
+        &self.reader.store
+    }
+
+    /// A reader of this cache.
+    pub fn reader(&self) -> Reader<K> {
+        self.reader.clone()
+    }
+
+    /// See [`Reader::get`].
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        self.reader.get(namespace, name)
+    }
+
+    /// See [`Reader::subscribe`].
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        self.reader.subscribe()
+    }
+
+    /// See [`Reader::ready`].
+    pub async fn ready(&self) {
+        self.reader.ready().await;
+    }
 
     /// Watches (and retries with backoff after failures, counting them)
     /// until the returned future is dropped. Only the first call watches.
     pub fn run(&self, metrics: Metrics) -> impl Future<Output = ()> + Send + 'static {
         let feed = lock(&self.feed).take();
-        let (resource, dyntype, store, subscribers, ready) = (
-            self.resource.clone(),
-            self.dyntype.clone(),
-            self.store.clone(),
-            self.subscribers.clone(),
-            self.ready.clone(),
-        );
+        let Reader {
+            dyntype,
+            store,
+            subscribers,
+            ready,
+        } = self.reader.clone();
+        let resource = self.resource.clone();
         let keep = self.keep.clone();
         async move {
             let Some((writer, events, indexes)) = feed else {

@@ -20,7 +20,7 @@ use serde_json::json;
 pub use contract::{Mirror, contract_flag, failure, spec_field, status_field};
 pub use watch::Changed;
 
-use super::cache::{Cache, Caches};
+use super::cache::Caches;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
 use crate::api::{Cluster, ContractVersionedObjectReference, MachinePool, Reason, labels};
@@ -187,6 +187,7 @@ impl ExternalObjects {
             metrics,
             watch::Referrers::of(caches),
             caches.shard,
+            watch::Own::kinds(caches),
         );
         let external = Self {
             client,
@@ -207,10 +208,7 @@ impl ExternalObjects {
     }
 
     /// The cache of the resolved kind, once it has listed its objects.
-    async fn cache(
-        &self,
-        resolved: &Resolved,
-    ) -> Result<Arc<Cache<DynamicObject>>, ReferenceError> {
+    async fn cache(&self, resolved: &Resolved) -> Result<Arc<dyn watch::Objects>, ReferenceError> {
         let cache = self.kinds.cache(&resolved.resource);
         let started = std::time::Instant::now();
         tokio::time::timeout(FIRST_LIST, cache.ready())

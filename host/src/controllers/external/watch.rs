@@ -4,12 +4,16 @@
 //! bring back the MachinePools and Clusters that own or reference the
 //! changed object (upstream's `externalTracker`, which maps by owner only:
 //! mapping by reference too means an object created after the pool that
-//! names it is picked up at once, not after a backoff).
+//! names it is picked up at once, not after a backoff). capwasm's own kinds
+//! are not watched twice: they are read from the typed caches their
+//! providers' controllers fill, each object converted when read.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::{Stream, StreamExt as _};
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, Stream, StreamExt as _};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -18,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::api::{CLUSTER_API_GROUP, Cluster, MachinePool};
-use crate::controllers::cache::{Cache, Caches, Index, object_key, sharded};
+use crate::controllers::cache::{Cache, Caches, Index, Reader, object_key, sharded};
 use crate::controllers::metrics::Metrics;
 use crate::controllers::shard::Shard;
 
@@ -44,9 +48,118 @@ impl Referrers {
     }
 }
 
+/// Where a referenced kind's objects are read, as `DynamicObject`s.
+pub(super) trait Objects: Send + Sync {
+    /// The object `name` in `namespace` (cluster-scoped kinds: `None`), as cached.
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>>;
+    /// Once the first list is in.
+    fn ready(&self) -> BoxFuture<'_, ()>;
+}
+
+impl Objects for Cache<DynamicObject> {
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+        Cache::get(self, namespace, name)
+    }
+
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        Cache::ready(self).boxed()
+    }
+}
+
+/// One of capwasm's own kinds, as its typed cache holds it.
+struct Typed<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    reader: Reader<K>,
+}
+
+impl<K> Objects for Typed<K>
+where
+    K: Resource<DynamicType = ()>
+        + serde::Serialize
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+        let object = self.reader.get(namespace, name)?;
+        let converted = serde_json::to_value(&*object).and_then(serde_json::from_value);
+        match converted {
+            Ok(object) => Some(Arc::new(object)),
+            Err(error) => {
+                // Not reachable with the API's own types; logged, read as missing.
+                tracing::error!(
+                    kind = K::kind(&()).as_ref(),
+                    name,
+                    error = &error as &dyn std::error::Error,
+                    "cannot convert a cached object"
+                );
+                None
+            }
+        }
+    }
+
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        self.reader.ready().boxed()
+    }
+}
+
+/// A kind of capwasm's own with a typed cache: read from it rather than
+/// watched again.
+pub(super) struct Own {
+    resource: ApiResource,
+    objects: Arc<dyn Objects>,
+    /// Maps each change of its objects to their referrers, until dropped.
+    changes: Box<dyn Fn(Referrers, Senders) -> BoxFuture<'static, ()> + Send + Sync>,
+}
+
+impl Own {
+    /// The kinds of capwasm's providers, from `caches`.
+    pub(super) fn kinds(caches: &Caches) -> Vec<Self> {
+        vec![
+            Self::of(&caches.configs),
+            Self::of(&caches.infra_pools),
+            Self::of(&caches.infra_clusters),
+        ]
+    }
+
+    fn of<K>(cache: &Cache<K>) -> Self
+    where
+        K: Resource<DynamicType = ()>
+            + serde::Serialize
+            + Clone
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let reader = cache.reader();
+        let resource = ApiResource::erase::<K>(&());
+        let kind = (resource.group.clone(), resource.kind.clone());
+        let changes = reader.clone();
+        Self {
+            resource,
+            objects: Arc::new(Typed { reader }),
+            changes: Box::new(move |referrers, senders| {
+                let kind = kind.clone();
+                changes
+                    .subscribe()
+                    .for_each(move |object| {
+                        referrers.send(object.meta(), Some((&kind.0, &kind.1)), &senders);
+                        futures::future::ready(())
+                    })
+                    .boxed()
+            }),
+        }
+    }
+}
+
 /// Where the changes of referenced objects go: the MachinePool and Cluster controllers.
 #[derive(Clone)]
-struct Senders {
+pub(super) struct Senders {
     pools: mpsc::UnboundedSender<ObjectRef<MachinePool>>,
     clusters: mpsc::UnboundedSender<ObjectRef<Cluster>>,
 }
@@ -58,24 +171,28 @@ pub(super) struct Kinds {
     referrers: Referrers,
     senders: Senders,
     shard: Shard,
+    /// capwasm's own kinds, read from their typed caches.
+    own: Vec<Own>,
     /// By (group, kind): the version watched, its cache, its task.
     watched: Mutex<HashMap<(String, String), Watched>>,
 }
 
 /// A watched kind: the version watched, its cache, the task feeding it.
-type Watched = (String, Arc<Cache<DynamicObject>>, AbortHandle);
+type Watched = (String, Arc<dyn Objects>, AbortHandle);
 
 /// The streams of MachinePools and Clusters whose referenced objects changed.
 pub type Changed<K> = Box<dyn Stream<Item = ObjectRef<K>> + Send + Unpin>;
 
 impl Kinds {
-    /// Kinds to be watched with `client`; the streams yield the MachinePools
-    /// and the Clusters owning or referencing a changed object.
+    /// Kinds to be watched with `client`, but for `own` ones; the streams
+    /// yield the MachinePools and the Clusters owning or referencing a
+    /// changed object.
     pub(super) fn new(
         client: Client,
         metrics: Metrics,
         referrers: Referrers,
         shard: Shard,
+        own: Vec<Own>,
     ) -> (Self, Changed<MachinePool>, Changed<Cluster>) {
         let (pools, changed_pools) = mpsc::unbounded_channel();
         let (clusters, changed_clusters) = mpsc::unbounded_channel();
@@ -85,6 +202,7 @@ impl Kinds {
             referrers,
             senders: Senders { pools, clusters },
             shard,
+            own,
             watched: Mutex::new(HashMap::new()),
         };
         (kinds, stream(changed_pools), stream(changed_clusters))
@@ -92,13 +210,35 @@ impl Kinds {
 
     /// The cache of `resource`'s kind, watched from now on (a new version
     /// of the kind replaces the watch of the old one).
-    pub(super) fn cache(&self, resource: &ApiResource) -> Arc<Cache<DynamicObject>> {
+    pub(super) fn cache(&self, resource: &ApiResource) -> Arc<dyn Objects> {
         let key = (resource.group.clone(), resource.kind.clone());
         let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((version, cache, _)) = watched.get(&key)
             && *version == resource.version
         {
             return cache.clone();
+        }
+        let own = self.own.iter().find(|own| {
+            (
+                &own.resource.group,
+                &own.resource.kind,
+                &own.resource.version,
+            ) == (&resource.group, &resource.kind, &resource.version)
+        });
+        if let Some(own) = own {
+            let changes = (own.changes)(self.referrers.clone(), self.senders.clone());
+            let task = tokio::spawn(changes);
+            if let Some((_, _, old)) = watched.insert(
+                key,
+                (
+                    resource.version.clone(),
+                    own.objects.clone(),
+                    task.abort_handle(),
+                ),
+            ) {
+                old.abort();
+            }
+            return own.objects.clone();
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let cache = Arc::new(sharded(
@@ -117,7 +257,11 @@ impl Kinds {
         let (referrers, senders) = (self.referrers.clone(), self.senders.clone());
         let task = tokio::spawn(async move {
             let mapping = changes.for_each(|object| {
-                referrers.send(&object, &senders);
+                let kind = object.types.as_ref().map(|types| {
+                    let group = types.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                    (group, types.kind.as_str())
+                });
+                referrers.send(&object.metadata, kind, &senders);
                 futures::future::ready(())
             });
             futures::join!(feed, mapping);
@@ -152,33 +296,35 @@ impl Drop for Kinds {
 }
 
 impl Referrers {
-    /// Sends the MachinePools and Clusters owning or referencing `object`.
-    fn send(&self, object: &DynamicObject, senders: &Senders) {
-        let key = key_of(object);
-        for pool in owners_and_referrers(object, key.as_deref(), &self.pools) {
+    /// Sends the MachinePools and Clusters owning or referencing the object
+    /// of `meta`, of (group, kind) `kind` if known.
+    fn send(&self, meta: &ObjectMeta, kind: Option<(&str, &str)>, senders: &Senders) {
+        let key = key_of(meta, kind);
+        for pool in owners_and_referrers(meta, key.as_deref(), &self.pools) {
             let _ = senders.pools.send(pool);
         }
-        for cluster in owners_and_referrers(object, key.as_deref(), &self.clusters) {
+        for cluster in owners_and_referrers(meta, key.as_deref(), &self.clusters) {
             let _ = senders.clusters.send(cluster);
         }
     }
 }
 
-/// The `K`s (MachinePools or Clusters) that own `object` (any version of
-/// the Cluster API group) or reference it under `key`.
+/// The `K`s (MachinePools or Clusters) that own the object of `meta` (any
+/// version of the Cluster API group) or reference it under `key`.
 fn owners_and_referrers<K>(
-    object: &DynamicObject,
+    meta: &ObjectMeta,
     key: Option<&str>,
     (store, index): &(Store<K>, Index<K>),
 ) -> Vec<ObjectRef<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    let namespace = object.namespace().unwrap_or_default();
+    let namespace = meta.namespace.clone().unwrap_or_default();
     let kind = K::kind(&());
-    let mut found: Vec<ObjectRef<K>> = object
-        .owner_references()
+    let mut found: Vec<ObjectRef<K>> = meta
+        .owner_references
         .iter()
+        .flatten()
         .filter(|r| r.kind == kind && r.api_version.split('/').next() == Some(CLUSTER_API_GROUP))
         .map(|r| ObjectRef::new(&r.name).within(&namespace))
         .collect();
@@ -195,13 +341,12 @@ where
     found
 }
 
-/// The key the indexes by reference file `object`'s referrers under.
-fn key_of(object: &DynamicObject) -> Option<String> {
-    let namespace = object.namespace().unwrap_or_default();
-    object.types.as_ref().map(|types| {
-        let group = types.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        object_key(&namespace, group, &types.kind, &object.name_any())
-    })
+/// The key the indexes by reference file the referrers of the object of
+/// `meta` and (group, kind) `kind` under.
+fn key_of(meta: &ObjectMeta, kind: Option<(&str, &str)>) -> Option<String> {
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let name = meta.name.as_deref().unwrap_or_default();
+    kind.map(|(group, kind)| object_key(namespace, group, kind, name))
 }
 
 fn stream<T: Send + 'static>(
@@ -246,8 +391,8 @@ mod tests {
 
         // The key the changed object is looked up by is the one the index
         // filed the referring pool under.
-        let key = key_of(&object);
-        let pools = owners_and_referrers(&object, key.as_deref(), &(store, index));
+        let key = key_of(&object.metadata, Some((&resource.group, &resource.kind)));
+        let pools = owners_and_referrers(&object.metadata, key.as_deref(), &(store, index));
         let names: Vec<_> = pools.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "p"]);
         assert!(pools.iter().all(|o| o.namespace.as_deref() == Some("ns")));
