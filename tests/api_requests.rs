@@ -120,6 +120,33 @@ fn requests_of_watched(counts: &BTreeMap<(String, String), u64>, verbs: &[&str])
         .collect()
 }
 
+/// Creates [`CLUSTERS`] Clusters of [`POOLS_PER_CLUSTER`] pools in `ns`.
+async fn create_fleet(stack: &Stack, env: &TestEnv, ns: &str, modules: &testenv::flows::Modules) {
+    let (client, workload) = (&env.management().client().unwrap(), env.workload().unwrap());
+    for c in 0..CLUSTERS {
+        let cluster = format!("c{c}");
+        stack
+            .objects
+            .create_cluster(client, workload, ns, &cluster, modules)
+            .await
+            .unwrap();
+        for p in 0..POOLS_PER_CLUSTER {
+            stack
+                .objects
+                .create_pool(
+                    client,
+                    ns,
+                    &format!("{cluster}-p{p}"),
+                    &cluster,
+                    REPLICAS,
+                    modules,
+                )
+                .await
+                .unwrap();
+        }
+    }
+}
+
 #[tokio::test]
 async fn watched_kinds_are_read_from_the_caches() {
     let env = TestEnv::shared().await.unwrap();
@@ -134,28 +161,7 @@ async fn watched_kinds_are_read_from_the_caches() {
     let modules = stack.objects.modules(&client, &ns).await.unwrap();
 
     let start = counters(&stack.registry);
-    for c in 0..CLUSTERS {
-        let cluster = format!("c{c}");
-        stack
-            .objects
-            .create_cluster(&client, workload, &ns, &cluster, &modules)
-            .await
-            .unwrap();
-        for p in 0..POOLS_PER_CLUSTER {
-            stack
-                .objects
-                .create_pool(
-                    &client,
-                    &ns,
-                    &format!("{cluster}-p{p}"),
-                    &cluster,
-                    REPLICAS,
-                    &modules,
-                )
-                .await
-                .unwrap();
-        }
-    }
+    create_fleet(&stack, env, &ns, &modules).await;
     for c in 0..CLUSTERS {
         for p in 0..POOLS_PER_CLUSTER {
             wait_for_pool(&apis.pools, &format!("c{c}-p{p}"), "Running", REPLICAS).await;
