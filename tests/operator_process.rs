@@ -43,6 +43,12 @@ async fn run_serves_health_and_metrics_holds_the_lease_and_releases_it_on_sigter
         metrics.contains(r#"capwasm_reconcile_total{controller="providermodule"}"#),
         "{metrics}"
     );
+    // The sandbox's instance slots (`--max-provider-instances`, 64), none in use.
+    assert!(
+        metrics.contains("capwasm_guest_instance_slots 64\n")
+            && metrics.contains("capwasm_guest_instances 0\n"),
+        "{metrics}"
+    );
     let leases: Api<Lease> = Api::namespaced(client, &ns);
     let lease = leases.get("capwasm-leader").await.unwrap();
     assert_eq!(

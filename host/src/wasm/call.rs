@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
@@ -35,8 +34,6 @@ pub(crate) struct Host<'a> {
     pub(crate) engine: &'a Engine,
     /// Instance slots: a call waits for one before it instantiates.
     pub(crate) slots: &'a Semaphore,
-    /// Instances alive now.
-    pub(crate) instances: &'a Gauge,
     /// Each provider's share of calls and CPU.
     pub(crate) fairness: &'a Fairness,
     /// Outgoing connections of all guests together.
@@ -160,7 +157,6 @@ async fn bounded<R>(
     let _turn = share.turn().await.ok_or_else(shutting_down)?;
     let _slot = host.slots.acquire().await.map_err(|_| shutting_down())?;
     drop(waiting);
-    let _alive = Held::new(host.instances);
     let deadline = callee.limits.deadline;
     let mut store = store(host, callee, share);
     // The outer error: no instance could be made.

@@ -1,15 +1,17 @@
 //! Per-provider call figures for Prometheus. Labels are bounded: providers
 //! are configuration (ProviderModules), exports and outcomes are closed sets.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -54,8 +56,46 @@ pub struct Metrics {
     http_refusals: Family<LimitLabels, Counter>,
     invalid_results: Family<ExportLabels, Counter>,
     waiting: Family<ProviderLabels, Gauge>,
-    instances: Gauge,
-    instance_slots: Gauge,
+    slots: Slots,
+}
+
+/// The instance slots, read at each scrape rather than counted on every
+/// call (a gauge kept up to date around each call cost it 3 µs).
+#[derive(Clone, Debug, Default)]
+struct Slots(Arc<OnceLock<(Arc<Semaphore>, u32)>>);
+
+impl Slots {
+    /// Instances alive now, and the slots there are.
+    fn now(&self) -> Option<(i64, i64)> {
+        let (semaphore, slots) = self.0.get()?;
+        let slots = i64::from(*slots);
+        let free = i64::try_from(semaphore.available_permits()).unwrap_or(slots);
+        Some((slots - free, slots))
+    }
+}
+
+impl Collector for Slots {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let Some((alive, slots)) = self.now() else {
+            return Ok(());
+        };
+        for (name, help, value) in [
+            (
+                "capwasm_guest_instances",
+                "Provider instances alive now, of all providers together: never more than capwasm_guest_instance_slots",
+                alive,
+            ),
+            (
+                "capwasm_guest_instance_slots",
+                "Provider instances that may be alive at once (--max-provider-instances); a call beyond them waits",
+                slots,
+            ),
+        ] {
+            let gauge = ConstGauge::new(value);
+            gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
+    }
 }
 
 impl Metrics {
@@ -92,23 +132,15 @@ impl Metrics {
             "Calls of each provider queued for its turn (its share of concurrent calls) or an instance slot: queued, not dropped",
             metrics.waiting.clone(),
         );
-        registry.register(
-            "capwasm_guest_instances",
-            "Provider instances alive now, of all providers together: never more than capwasm_guest_instance_slots",
-            metrics.instances.clone(),
-        );
-        registry.register(
-            "capwasm_guest_instance_slots",
-            "Provider instances that may be alive at once (--max-provider-instances); a call beyond them waits",
-            metrics.instance_slots.clone(),
-        );
+        registry.register_collector(Box::new(metrics.slots.clone()));
         metrics
     }
 
-    /// The gauge of instances alive, its bound set to `slots`.
-    pub(crate) fn instances_gauge(&self, slots: u32) -> Gauge {
-        self.instance_slots.set(i64::from(slots));
-        self.instances.clone()
+    /// Reports the instances alive as the permits of `semaphore`, of
+    /// `slots`, that are taken (the first runtime's, if several share these
+    /// metrics).
+    pub(crate) fn slots(&self, semaphore: Arc<Semaphore>, slots: u32) {
+        let _ = self.slots.0.set((semaphore, slots));
     }
 
     /// Calls of `provider` queued now.
@@ -122,7 +154,7 @@ impl Metrics {
 
     /// Instances alive now.
     pub fn instances(&self) -> i64 {
-        self.instances.get()
+        self.slots.now().map_or(0, |(alive, _)| alive)
     }
 
     /// The gauge of `provider`'s queued calls.
@@ -248,13 +280,12 @@ impl Default for Metrics {
             http_refusals: Family::default(),
             invalid_results: Family::default(),
             waiting: Family::default(),
-            instances: Gauge::default(),
-            instance_slots: Gauge::default(),
+            slots: Slots::default(),
         }
     }
 }
 
-/// Counts one on a gauge while it lives: a call waiting, an instance alive.
+/// Counts one on a gauge while it lives: a call waiting its turn.
 pub(crate) struct Held<'a>(&'a Gauge);
 
 impl<'a> Held<'a> {

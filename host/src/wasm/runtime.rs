@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
 
@@ -72,9 +71,7 @@ struct Inner {
     registry: Registry,
     settings: RuntimeSettings,
     metrics: Option<Metrics>,
-    slots: Semaphore,
-    /// Instances alive now (a gauge of the metrics if they are kept).
-    instances: Gauge,
+    slots: Arc<Semaphore>,
     fairness: Fairness,
     connections: Arc<Semaphore>,
     memory: GuestMemory,
@@ -88,16 +85,16 @@ impl Runtime {
     pub fn new(settings: RuntimeSettings, metrics: Option<Metrics>) -> Result<Self, Error> {
         let (engine, ticker) = engine::new(settings.max_memory_bytes, settings.max_instances)?;
         let linkers = Linkers::new(&engine).map_err(Error::Engine)?;
+        let slots = Arc::new(Semaphore::new(settings.max_instances as usize));
+        if let Some(metrics) = &metrics {
+            metrics.slots(slots.clone(), settings.max_instances);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
                 linkers,
                 registry: Registry::default(),
-                slots: Semaphore::new(settings.max_instances as usize),
-                instances: metrics
-                    .as_ref()
-                    .map(|m| m.instances_gauge(settings.max_instances))
-                    .unwrap_or_default(),
+                slots,
                 fairness: Fairness::new(
                     settings.max_calls_per_provider,
                     settings.provider_cpu_share,
@@ -132,7 +129,6 @@ impl Runtime {
         Host {
             engine: &self.inner.engine,
             slots: &self.inner.slots,
-            instances: &self.inner.instances,
             fairness: &self.inner.fairness,
             connections: &self.inner.connections,
             memory: &self.inner.memory,

@@ -66,6 +66,23 @@ impl Objects for Cache<DynamicObject> {
     }
 }
 
+/// What a kind of capwasm's own is to be read from its typed cache.
+trait OwnKind:
+    Resource<DynamicType = ()> + serde::Serialize + Clone + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> OwnKind for K where
+    K: Resource<DynamicType = ()>
+        + serde::Serialize
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// One of capwasm's own kinds, as its typed cache holds it.
 struct Typed<K>
 where
@@ -76,13 +93,7 @@ where
 
 impl<K> Objects for Typed<K>
 where
-    K: Resource<DynamicType = ()>
-        + serde::Serialize
-        + Clone
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: OwnKind,
 {
     fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
         let object = self.reader.get(namespace, name)?;
@@ -128,13 +139,7 @@ impl Own {
 
     fn of<K>(cache: &Cache<K>) -> Self
     where
-        K: Resource<DynamicType = ()>
-            + serde::Serialize
-            + Clone
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: OwnKind,
     {
         let reader = cache.reader();
         let resource = ApiResource::erase::<K>(&());
