@@ -150,11 +150,8 @@ async fn create_fleet(stack: &Stack, env: &TestEnv, ns: &str, modules: &testenv:
 #[tokio::test]
 async fn watched_kinds_are_read_from_the_caches() {
     let env = TestEnv::shared().await.unwrap();
-    let workload = env.workload().unwrap();
     // An operator of this test's own: its counters count only this test.
-    let stack = Stack::start(env.management().config().clone(), workload.config().clone())
-        .await
-        .unwrap();
+    let stack = Stack::of(env).await.unwrap();
     let client = env.management().client().unwrap();
     let ns = env.management().create_namespace("requests").await.unwrap();
     let apis = Apis::new(&client, &ns);

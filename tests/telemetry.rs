@@ -72,9 +72,7 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
 
     let env = TestEnv::shared().await.unwrap();
     let workload = env.workload().unwrap();
-    let stack = Stack::start(env.management().config().clone(), workload.config().clone())
-        .await
-        .unwrap();
+    let stack = Stack::of(env).await.unwrap();
     let client = env.management().client().unwrap();
     let ns = env
         .management()

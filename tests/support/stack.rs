@@ -58,6 +58,15 @@ impl Stack {
             .map_err(|message| Error::SharedStart(message.clone()))
     }
 
+    /// A stack of its own on `env`'s API servers, as their admin: an
+    /// operator whose figures count only what its test does.
+    pub async fn of(env: &TestEnv) -> Result<Stack> {
+        let workload = env
+            .workload()
+            .ok_or_else(|| Error::SharedStart("the environment has no workload server".into()))?;
+        Self::start(env.management().config().clone(), workload.config().clone()).await
+    }
+
     /// A stack of its own: the operator acting with `management` (whose
     /// credentials or impersonation decide what it may do), the cloud
     /// registering Nodes with `workload`. Both stop when it is dropped.
