@@ -24,7 +24,8 @@
 //! requests the API server's priority and fairness rejected.
 //!
 //! With `FLEET_SHARDS=N`, capwasm runs as N shards (`--shards N`), each
-//! process's CPU and peak memory printed; no restart then.
+//! process's CPU and peak memory printed; no restart then. Otherwise
+//! `FLEET_ARGS` adds flags to `capwasm run` (`--concurrency 8`, say).
 //!
 //!     make fleet-bench FLEET="50 2 3"
 //!     cargo run --release -p capwasm-tests --example fleet [CLUSTERS POOLS REPLICAS [capwasm|upstream|both]]
@@ -297,7 +298,12 @@ async fn install(core: Core) -> anyhow::Result<Install> {
         Err(_) => 1,
     };
     if core == Core::Upstream || shards < 2 {
-        return Ok(Install::with_core("fleet", core).await);
+        let args: Vec<String> = std::env::var("FLEET_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        return Ok(Box::pin(Install::with_args("fleet", core, &args)).await);
     }
     Ok(Box::pin(Install::with_shards("fleet", shards, "info")).await)
 }

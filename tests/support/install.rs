@@ -140,6 +140,15 @@ impl Install {
         Self::with(prefix, core, Identity::Admin).await
     }
 
+    /// `core` with `capwasm run` as the admin, given `args` besides.
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start.
+    pub async fn with_args(prefix: &str, core: Core, args: &[String]) -> Self {
+        Self::build(prefix, core, Identity::Admin, args, "info").await
+    }
+
     /// `core` with `capwasm run` as `identity`.
     ///
     /// # Panics
