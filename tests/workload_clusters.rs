@@ -1,7 +1,8 @@
 //! Workload-cluster access against real API servers: clients built from
 //! kubeconfig Secrets, the watched Node cache and its events, providerID
 //! lookups, refused and broken kubeconfigs, unreachable clusters, Secret
-//! rotation to another server, and `forget`.
+//! rotation to another server, `forget`, and one HTTP/2 connection per
+//! cluster.
 //!
 //! Tests share one management and one workload server, so each uses its own
 //! namespace and cluster name, and Node names made unique by that namespace.
@@ -16,6 +17,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Secret};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use testenv::scoped::ScopedWorkload;
 use testenv::{ApiServer, TestEnv};
 
 /// Upper bound for anything a watch should deliver.
@@ -464,5 +466,28 @@ async fn dropping_workload_clusters_stops_watches_and_ends_event_stream() -> Res
         ended.is_ok(),
         "the event stream did not end within {WAIT:?}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cluster_watches_and_requests_over_one_http2_connection() -> Result<()> {
+    let s = setup("wl-http2").await?;
+    let server = s.shared_workload()?;
+    let scoped = ScopedWorkload::start(server).await?;
+    let secret = scoped.kubeconfig_secret(&s.namespace, &s.cluster.name)?;
+    s.secrets()?.create(&PostParams::default(), &secret).await?;
+    s.workload.nodes(&s.cluster).await?;
+
+    // While the Node watch stays open, requests in flight together: over
+    // HTTP/1.1 each would need a connection of its own.
+    let nodes = Api::<Node>::all(s.workload.client(&s.cluster).await?);
+    let params = ListParams::default();
+    let lists = (0..8).map(|_| nodes.list(&params));
+    for listed in futures::future::join_all(lists).await {
+        listed?;
+    }
+
+    assert_eq!(scoped.http1_requests(), 0, "every request came over HTTP/2");
+    assert_eq!(scoped.connections(), 1, "the watch and the lists share one");
     Ok(())
 }

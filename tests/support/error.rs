@@ -18,6 +18,9 @@ pub enum Error {
     /// Generating a certificate or key failed.
     #[error("generating certificates")]
     Certificate(#[from] rcgen::Error),
+    /// A TLS server configuration was refused.
+    #[error("setting up TLS")]
+    Tls(#[from] rustls::Error),
     /// A process could not be spawned.
     #[error("cannot start {name} ({binary})")]
     Spawn {

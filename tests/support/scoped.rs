@@ -1,12 +1,16 @@
-//! One workload API server seen as many: a loopback HTTP proxy through
+//! One workload API server seen as many: a loopback HTTPS proxy through
 //! which each Cluster's kubeconfig sees only the Nodes labelled with its
 //! name, as if every Cluster had a workload cluster of its own.
 //!
 //! A fleet of Clusters pointing at one workload server would otherwise each
 //! watch every Node of the fleet, which no real fleet does and which makes
-//! the operator's memory grow with the square of the fleet.
+//! the operator's memory grow with the square of the fleet. Like a real API
+//! server it offers HTTP/2 and HTTP/1.1 over TLS, so clients hold the
+//! connections they would hold against one.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::body::Body;
@@ -14,10 +18,20 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::any;
+use base64::Engine as _;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::config::Kubeconfig;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
+use crate::certs::Ca;
 use crate::{ApiServer, Result};
 
 /// The Node label saying which Cluster a Node belongs to.
@@ -29,9 +43,25 @@ const MAX_REQUEST: usize = 4 << 20;
 /// The proxy; it stops when dropped.
 pub struct ScopedWorkload {
     address: SocketAddr,
-    /// The workload server's own kubeconfig, its server replaced per Cluster.
+    /// The workload server's own kubeconfig, its server and CA replaced.
     kubeconfig: Kubeconfig,
+    /// The proxy's CA, PEM.
+    ca: String,
+    counts: Arc<Counts>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What the proxy has served so far.
+#[derive(Default)]
+struct Counts {
+    connections: AtomicUsize,
+    http1_requests: AtomicUsize,
+}
+
+#[derive(Clone)]
+struct Forward {
+    client: Client,
+    counts: Arc<Counts>,
 }
 
 impl ScopedWorkload {
@@ -45,23 +75,35 @@ impl ScopedWorkload {
             path: "127.0.0.1:0".into(),
             source,
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(io)?;
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(io)?;
         let address = listener.local_addr().map_err(io)?;
+        let ca = Ca::new("capwasm-testenv-scoped")?;
+        let acceptor = TlsAcceptor::from(Arc::new(tls_config(&ca)?));
+        let counts = Arc::new(Counts::default());
         let app = Router::new()
             .route("/clusters/{cluster}/{*path}", any(forward))
-            .with_state(workload.client()?);
-        let task = tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, app).await {
-                tracing::warn!(%error, "the scoped workload proxy stopped");
-            }
-        });
+            .with_state(Forward {
+                client: workload.client()?,
+                counts: counts.clone(),
+            });
+        let task = tokio::spawn(serve(listener, acceptor, app, counts.clone()));
         Ok(Self {
             address,
             kubeconfig: workload.kubeconfig().clone(),
+            ca: ca.cert_pem(),
+            counts,
             task,
         })
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.counts.connections.load(Ordering::Relaxed)
+    }
+
+    /// Requests served over HTTP/1.x so far (the rest came over HTTP/2).
+    pub fn http1_requests(&self) -> usize {
+        self.counts.http1_requests.load(Ordering::Relaxed)
     }
 
     /// Cluster API's `<cluster>-kubeconfig` Secret for `cluster`'s view:
@@ -75,7 +117,9 @@ impl ScopedWorkload {
         let mut kubeconfig = self.kubeconfig.clone();
         for named in &mut kubeconfig.clusters {
             if let Some(entry) = named.cluster.as_mut() {
-                entry.server = Some(format!("http://{}/clusters/{cluster}", self.address));
+                entry.server = Some(format!("https://{}/clusters/{cluster}", self.address));
+                entry.certificate_authority_data =
+                    Some(base64::engine::general_purpose::STANDARD.encode(&self.ca));
             }
         }
         let value = serde_yaml_ng::to_string(&kubeconfig)?;
@@ -94,13 +138,58 @@ impl Drop for ScopedWorkload {
     }
 }
 
+/// A serving certificate for 127.0.0.1 from `ca`, offering HTTP/2 first.
+fn tls_config(ca: &Ca) -> Result<ServerConfig> {
+    let serving = ca.serving()?;
+    let invalid = |error: rustls::pki_types::pem::Error| rustls::Error::General(error.to_string());
+    let chain = CertificateDer::pem_slice_iter(serving.cert.as_bytes())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(invalid)?;
+    let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes()).map_err(invalid)?;
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Accepts connections until dropped, each served as HTTP/2 or HTTP/1.1.
+async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Router, counts: Arc<Counts>) {
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(error) => {
+                tracing::warn!(%error, "the scoped workload proxy cannot accept");
+                continue;
+            }
+        };
+        counts.connections.fetch_add(1, Ordering::Relaxed);
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = TowerToHyperService::new(app);
+            // A connection ends when its client goes; nothing to report.
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}
+
 /// Sends the request on with the admin's credentials; a Node list or watch
 /// gets the Cluster's label added to its selector.
 async fn forward(
-    State(client): State<Client>,
+    State(Forward { client, counts }): State<Forward>,
     Path((cluster, path)): Path<(String, String)>,
     request: Request,
 ) -> Response {
+    if request.version() != http::Version::HTTP_2 {
+        counts.http1_requests.fetch_add(1, Ordering::Relaxed);
+    }
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST).await else {
         return StatusCode::PAYLOAD_TOO_LARGE.into_response();

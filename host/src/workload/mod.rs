@@ -13,6 +13,7 @@ mod kubeconfig;
 mod nodes;
 mod secrets;
 mod settings;
+mod transport;
 mod watch;
 
 use std::collections::HashMap;
@@ -189,7 +190,7 @@ impl WorkloadClusters {
         let config = kubeconfig::client_config(&value.0, &self.shared.settings)
             .await
             .map_err(invalid)?;
-        Client::try_from(config).map_err(|source| invalid(InvalidKubeconfig::Client(source)))
+        transport::client(config).map_err(|source| invalid(InvalidKubeconfig::Client(source)))
     }
 
     /// Keeps `client` as the cluster's connection unless one of the same
