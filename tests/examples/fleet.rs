@@ -222,15 +222,10 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
     );
     created?;
     let times = times?;
-    let cpu: Vec<String> = cpu_by_process(&install)
-        .iter()
-        .zip(cpu_before)
-        .map(|((name, after), (_, before))| format!("{name} {:.1}s", after - before))
-        .collect();
     eprintln!(
         "    {:>5.0}s: every pool Running; cpu: {}",
         started.elapsed().as_secs_f64(),
-        cpu.join(", ")
+        cpu_since(&install, &cpu_before)
     );
     let sockets: Vec<String> = install
         .operators()
@@ -568,6 +563,16 @@ fn cpu_by_process(install: &Install) -> Vec<(&'static str, f64)> {
         .collect()
 }
 
+/// What each process spent on the CPU since `before` was taken.
+fn cpu_since(install: &Install, before: &[(&'static str, f64)]) -> String {
+    let spent: Vec<String> = cpu_by_process(install)
+        .iter()
+        .zip(before)
+        .map(|((name, after), (_, before))| format!("{name} {:.1}s", after - before))
+        .collect();
+    spent.join(", ")
+}
+
 /// MachinePool reconciles capwasm's operators have made since they started.
 async fn pool_reconciles(install: &Install) -> anyhow::Result<f64> {
     let mut sum = 0.0;
@@ -756,8 +761,13 @@ async fn delete_reporting(install: &Install, apis: &Apis) -> anyhow::Result<f64>
         "    reconcile failures so far: {}",
         failures(install).await?
     );
+    let cpu_before = cpu_by_process(install);
     let (delete, ()) = futures::join!(delete_all(apis), profile(&install.client, "deleting"));
     let delete = delete?;
+    eprintln!(
+        "    deleted in {delete:.1}s; cpu: {}",
+        cpu_since(install, &cpu_before)
+    );
     eprintln!(
         "    reconcile failures so far: {}",
         failures(install).await?
