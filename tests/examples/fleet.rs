@@ -264,7 +264,7 @@ async fn race(core: Core, clusters: i32, pools: i32, replicas: i32) -> anyhow::R
         flood::flood(&install, &apis, replicas).await?,
     ];
     let before_delete = controllers_usage(&install);
-    let delete = delete_reporting(&install, &apis).await?;
+    let delete = delete_reporting(&install, &apis, pool_count).await?;
     let after = controllers_usage(&install);
     print_shards(&install);
     Ok(Figures {
@@ -756,17 +756,22 @@ async fn running_times(
 
 /// [`delete_all`], with the operator's failed reconciles before and after,
 /// the first of their log lines, and on request a profile.
-async fn delete_reporting(install: &Install, apis: &Apis) -> anyhow::Result<f64> {
+async fn delete_reporting(install: &Install, apis: &Apis, pools: f64) -> anyhow::Result<f64> {
     eprintln!(
         "    reconcile failures so far: {}",
         failures(install).await?
     );
     let cpu_before = cpu_by_process(install);
+    let requests_before = requests(&install.client).await?;
     let (delete, ()) = futures::join!(delete_all(apis), profile(&install.client, "deleting"));
     let delete = delete?;
     eprintln!(
         "    deleted in {delete:.1}s; cpu: {}",
         cpu_since(install, &cpu_before)
+    );
+    eprintln!(
+        "    requests per pool while deleting: {}",
+        requests_per_pool(&requests_before, &requests(&install.client).await?, pools)
     );
     eprintln!(
         "    reconcile failures so far: {}",

@@ -3,8 +3,10 @@
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
-use wasmtime_wasi::p2::bindings::{cli, random};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
+use wasmtime_wasi::p2::bindings::{cli, filesystem, random, sockets};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView as _};
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
 
 use super::bindings::{log, types};
 use super::state::CallState;
@@ -38,9 +40,12 @@ impl Linkers {
     }
 }
 
-/// What every provider world imports — `log`, clocks and random — plus the
-/// `wasi:cli`, `wasi:io` and insecure-random pieces Rust's standard library
-/// imports, all backed by an empty context. No filesystem and no sockets.
+/// What every provider world imports — `log`, clocks and random — plus what
+/// the toolchains' runtimes import (Rust's standard library, CPython under
+/// componentize-py, SpiderMonkey under componentize-js): `wasi:cli`,
+/// `wasi:io`, insecure random, `wasi:filesystem` and `wasi:sockets`, all
+/// backed by an empty context: no preopened directory, so every path fails
+/// to open; no environment; sockets refused for every address and lookup.
 fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     let l = &mut linker;
@@ -58,5 +63,18 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     // The standard library seeds its hash maps from these.
     random::insecure::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
     random::insecure_seed::add_to_linker::<_, WasiRandom>(l, CallState::random)?;
+    filesystem::types::add_to_linker::<_, WasiFilesystem>(l, CallState::filesystem)?;
+    filesystem::preopens::add_to_linker::<_, WasiFilesystem>(l, CallState::filesystem)?;
+    sockets::tcp::add_to_linker::<_, WasiSockets>(l, CallState::sockets)?;
+    sockets::udp::add_to_linker::<_, WasiSockets>(l, CallState::sockets)?;
+    sockets::tcp_create_socket::add_to_linker::<_, WasiSockets>(l, CallState::sockets)?;
+    sockets::udp_create_socket::add_to_linker::<_, WasiSockets>(l, CallState::sockets)?;
+    sockets::instance_network::add_to_linker::<_, WasiSockets>(l, CallState::sockets)?;
+    sockets::network::add_to_linker::<_, WasiSockets>(
+        l,
+        &sockets::network::LinkOptions::default(),
+        CallState::sockets,
+    )?;
+    sockets::ip_name_lookup::add_to_linker::<_, WasiSockets>(l, CallState::sockets)?;
     Ok(linker)
 }

@@ -146,9 +146,15 @@ impl WasiView for CallState {
         let ctx = self.wasi.get_or_insert_with(|| {
             let pipe = MemoryOutputPipe::new(STDERR_CAPACITY);
             *stderr = Some(pipe.clone());
-            // No args, environment, preopened directories or inherited stdio;
-            // the linker grants no sockets or filesystem interfaces at all.
-            WasiCtxBuilder::new().stderr(pipe).build()
+            // No args, environment, preopened directories or inherited
+            // stdio; no socket may be opened, bound or looked up (the
+            // default address check refuses every address as well).
+            WasiCtxBuilder::new()
+                .stderr(pipe)
+                .allow_tcp(false)
+                .allow_udp(false)
+                .allow_ip_name_lookup(false)
+                .build()
         });
         WasiCtxView {
             ctx,

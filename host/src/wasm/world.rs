@@ -25,8 +25,9 @@ impl World {
     }
 
     /// The interfaces a component of the world may import (any version the
-    /// host serves): what the world grants, and what Rust's standard
-    /// library pulls in, served empty.
+    /// host serves): what the world grants, and what the guest toolchains'
+    /// runtimes pull in (Rust's standard library, CPython, SpiderMonkey),
+    /// served empty: no files, no environment, no sockets.
     pub fn may_import(self) -> impl Iterator<Item = &'static str> {
         const EVERY_WORLD: &[&str] = &[
             "capwasm:provider/log",
@@ -49,6 +50,15 @@ impl World {
             "wasi:cli/terminal-stdin",
             "wasi:cli/terminal-stdout",
             "wasi:cli/terminal-stderr",
+            "wasi:filesystem/types",
+            "wasi:filesystem/preopens",
+            "wasi:sockets/network",
+            "wasi:sockets/instance-network",
+            "wasi:sockets/ip-name-lookup",
+            "wasi:sockets/tcp",
+            "wasi:sockets/tcp-create-socket",
+            "wasi:sockets/udp",
+            "wasi:sockets/udp-create-socket",
         ];
         const HTTP: &[&str] = &["wasi:http/types", "wasi:http/outgoing-handler"];
         let http = match self {
