@@ -296,7 +296,8 @@ fn last_words_suffix(last_words: &str) -> String {
     if last_words.is_empty() {
         String::new()
     } else {
-        format!(" (guest said: {last_words})")
+        // One line in logs, conditions and Events.
+        format!(" (guest said: {})", last_words.replace('\n', " | "))
     }
 }
 

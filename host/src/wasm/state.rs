@@ -4,15 +4,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::host::auth::Keys;
 use super::host::http::{Egress, EgressPolicy};
+use super::host::stderr::Tail;
 use super::limits::{GuestMemory, Limits, MemoryLimiter};
 
-/// Bytes of guest stderr kept for error messages (a panic message, say).
+/// Bytes of guest stderr kept for error messages (a panic message, the end
+/// of a traceback): the last ones written.
 const STDERR_CAPACITY: usize = 4096;
 
 pub(crate) struct CallState {
@@ -20,7 +21,7 @@ pub(crate) struct CallState {
     /// context (random seeding, clock handles) is a measurable part of a
     /// call that does nothing else.
     wasi: Option<WasiCtx>,
-    stderr: Option<MemoryOutputPipe>,
+    stderr: Option<Tail>,
     table: ResourceTable,
     http: WasiHttpCtx,
     egress: EgressPolicy,
@@ -126,10 +127,9 @@ impl CallState {
         let stderr = self
             .stderr
             .as_ref()
-            .map(|pipe| {
-                String::from_utf8_lossy(&pipe.contents())
-                    .trim_end()
-                    .to_owned()
+            .map(|tail| match tail.contents() {
+                (said, 0) => said.trim_end().to_owned(),
+                (said, before) => format!("…[{before} bytes before] {}", said.trim_end()),
             })
             .unwrap_or_default();
         match (stderr.is_empty(), &self.panic_message) {
@@ -144,7 +144,7 @@ impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         let stderr = &mut self.stderr;
         let ctx = self.wasi.get_or_insert_with(|| {
-            let pipe = MemoryOutputPipe::new(STDERR_CAPACITY);
+            let pipe = Tail::new(STDERR_CAPACITY);
             *stderr = Some(pipe.clone());
             // No args, environment, preopened directories or inherited
             // stdio; no socket may be opened, bound or looked up (the

@@ -44,6 +44,25 @@ pub fn clean(text: &str, max: usize) -> String {
     out
 }
 
+/// What a guest said before it died, made safe as [`clean`] makes text,
+/// except that its line breaks stay: its last `max` bytes (escapes counted)
+/// with a leading marker `…[N bytes before] ` when anything was cut, since
+/// the end (a traceback's exception line) says most.
+pub fn clean_tail(text: &str, max: usize) -> String {
+    let cleaned = text
+        .lines()
+        .map(|line| clean(line, usize::MAX))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let Some(mut from) = cleaned.len().checked_sub(max).filter(|&n| n > 0) else {
+        return cleaned;
+    };
+    while !cleaned.is_char_boundary(from) {
+        from += 1;
+    }
+    format!("…[{from} bytes before] {}", &cleaned[from..])
+}
+
 /// Characters that would act on a terminal or a log line (C0 and C1
 /// controls, DEL), or change how text around them reads: bidirectional
 /// overrides and isolates, zero-width characters, line and paragraph
@@ -71,6 +90,17 @@ mod tests {
         );
         assert_eq!(clean("", 0), "");
         assert_eq!(clean("äöü", 6), "äöü");
+    }
+
+    #[test]
+    fn last_words_keep_their_lines_and_their_end() {
+        let said = "Traceback:\n  File \"app.py\"\x1b[2J\r\nValueError: bad\n";
+        assert_eq!(
+            clean_tail(said, 100),
+            "Traceback:\n  File \"app.py\"\\u{1b}[2J\nValueError: bad"
+        );
+        assert_eq!(clean_tail("abc\ndefä", 5), "…[4 bytes before] defä");
+        assert_eq!(clean_tail("abc\ndefä", 4), "…[5 bytes before] efä");
     }
 
     #[test]

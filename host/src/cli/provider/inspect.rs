@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Loading makes the same check calls under the operator's default limits.
     let (Loaded { provider, size, .. }, shown) = match image(args)? {
         None => (
-            load(&args.file, Limits::default(), Capabilities::default())?,
+            load(&args.file, Limits::default(), Capabilities::default(), None)?,
             args.file.display().to_string(),
         ),
         Some(image) => {
@@ -91,7 +91,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 (name, &shown),
                 artifact.bytes,
                 Limits::default(),
-                Capabilities::default(),
+                (Capabilities::default(), None),
             )?;
             (loaded, shown)
         }

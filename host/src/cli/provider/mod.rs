@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crate::report::error_chain;
 use crate::wasm::{
-    self, Capabilities, Limits, LoadedProvider, ProviderSource, ProviderSpec, Runtime,
+    self, Capabilities, Limits, LoadedProvider, PrecompiledCache, ProviderSource, ProviderSpec,
+    Runtime,
 };
 
 use super::Exit;
@@ -57,7 +58,12 @@ struct Loaded {
 
 /// Loads `path` the way a ProviderModule's component is loaded, so that it
 /// fails for the same reasons, each said with what to do about it.
-fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Result<Loaded> {
+fn load(
+    path: &Path,
+    limits: Limits,
+    capabilities: Capabilities,
+    cache: Option<PrecompiledCache>,
+) -> anyhow::Result<Loaded> {
     let executor = executor()?;
     // Read here rather than by the runtime, so that size and digest describe the same bytes.
     let bytes = std::fs::read(path).map_err(|source| {
@@ -78,7 +84,7 @@ fn load(path: &Path, limits: Limits, capabilities: Capabilities) -> anyhow::Resu
         (&name, &path.display().to_string()),
         bytes,
         limits,
-        capabilities,
+        (capabilities, cache),
     )
 }
 
@@ -96,14 +102,14 @@ fn load_bytes(
     (name, shown): (&str, &str),
     bytes: Vec<u8>,
     limits: Limits,
-    capabilities: Capabilities,
+    (capabilities, cache): (Capabilities, Option<PrecompiledCache>),
 ) -> anyhow::Result<Loaded> {
     let runtime = Runtime::new(
         wasm::RuntimeSettings {
             max_memory_bytes: limits.memory_bytes,
             // One call at a time, plus the loading check.
             max_instances: 2,
-            cache: None,
+            cache,
             ..wasm::RuntimeSettings::default()
         },
         None,

@@ -43,6 +43,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         &args.file,
         LimitArgs::defaults().limits(),
         Capabilities::default(),
+        None,
     )?;
     let bytes = std::fs::read(&args.file)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.file.display()))?;

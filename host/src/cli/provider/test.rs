@@ -12,7 +12,7 @@ use super::fixture::{self, Call};
 use super::{LimitArgs, Loaded, json, load};
 use crate::cli::Exit;
 use crate::wasm::types::ProviderError;
-use crate::wasm::{CallError, Capabilities, MemoryBound};
+use crate::wasm::{CallError, Capabilities, MemoryBound, PrecompiledCache};
 
 /// Exit codes besides 0 (the call returned a result), 1 (bad input: a
 /// missing or unusable file, a bad fixture, a call the component's world
@@ -91,6 +91,11 @@ pub struct Args {
     /// Without any, the component may make no HTTP requests at all.
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
+    /// Where compiled components are kept, so that the next test of the
+    /// same component does not compile it again (a Python provider takes
+    /// seconds to compile).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -109,7 +114,8 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         request_auth: Vec::new(),
         expose_credentials: true,
     };
-    let loaded = load(&args.file, args.limits.limits(), capabilities)?;
+    let cache = args.cache_dir.as_deref().map(PrecompiledCache::new);
+    let loaded = load(&args.file, args.limits.limits(), capabilities, cache)?;
     // Before the config check: a config cannot make up for the wrong component.
     if let Some(world) = fixture.call.world()
         && world != loaded.provider.world

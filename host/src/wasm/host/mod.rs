@@ -3,3 +3,4 @@
 pub(crate) mod auth;
 pub(crate) mod http;
 mod log;
+pub(crate) mod stderr;
