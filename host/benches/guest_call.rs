@@ -1,10 +1,14 @@
-//! Runtime figures, one line each:
+//! Runtime figures, one line each, for the Rust kubeadm-bootstrap:
 //!
 //!     guest-call: p50=<µs> p99=<µs>     fresh instance + kubeadm-bootstrap `generate`
 //!     guest-call-noop: p50=<µs> p99=<µs> fresh instance + `info` (the host's share of a call)
 //!     guest-compile: <ms>               compiling kubeadm-bootstrap
 //!     guest-load-precompiled: <ms>      a whole load (read, digest, deserialise, check) from the cache
 //!     guest-idle-memory: <KiB>          resident memory added per loaded provider
+//!
+//! then one line per language for the same provider and call:
+//!
+//!     language=<name> size=<bytes> compile=<ms> load-precompiled=<ms> call: p50=<µs> p99=<µs> idle-memory=<KiB>
 //!
 //! Run with `make bench` (needs `make guests`).
 
@@ -17,10 +21,45 @@ use capwasm::wasm::{
     RuntimeSettings,
 };
 
-const CALLS: usize = 20_000;
-const WARMUP: usize = 2_000;
-const LOADS: usize = 5;
-const MEMORY_PROVIDERS: usize = 20;
+/// One implementation of kubeadm-bootstrap, and how many of each
+/// measurement it gets (a Python call costs a hundred Rust ones).
+struct Language {
+    name: &'static str,
+    file: &'static str,
+    calls: usize,
+    warmup: usize,
+    loads: usize,
+    idle_providers: usize,
+}
+
+const LANGUAGES: [Language; 2] = [
+    Language {
+        name: "rust",
+        file: "kubeadm_bootstrap.wasm",
+        calls: 20_000,
+        warmup: 2_000,
+        loads: 5,
+        idle_providers: 20,
+    },
+    Language {
+        name: "python",
+        file: "python-kubeadm-bootstrap.wasm",
+        calls: 500,
+        warmup: 50,
+        loads: 3,
+        idle_providers: 5,
+    },
+];
+
+/// What one language's figures are.
+struct Figures {
+    size: usize,
+    compile: Duration,
+    precompiled: Duration,
+    calls: Vec<Duration>,
+    noop: Vec<Duration>,
+    idle_kib: u64,
+}
 
 fn main() -> anyhow::Result<()> {
     // Calls are futures polled where they are awaited: here, on this thread.
@@ -31,7 +70,41 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn figures() -> anyhow::Result<()> {
-    let source = ProviderSource::Bytes(std::fs::read(guest_path("kubeadm_bootstrap.wasm"))?);
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let millis = |d: Duration| d.as_secs_f64() * 1e3;
+    let percentiles = |d: &[Duration]| {
+        format!(
+            "p50={:.1} p99={:.1}",
+            micros(percentile(d, 50)),
+            micros(percentile(d, 99))
+        )
+    };
+    for language in &LANGUAGES {
+        let f = measure(language).await?;
+        if language.name == "rust" {
+            println!("guest-call: {}", percentiles(&f.calls));
+            println!("guest-call-noop: {}", percentiles(&f.noop));
+            println!("guest-compile: {:.1}", millis(f.compile));
+            println!("guest-load-precompiled: {:.2}", millis(f.precompiled));
+            println!("guest-idle-memory: {}", f.idle_kib);
+        }
+        println!(
+            "language={} size={} compile={:.1} load-precompiled={:.2} call: {} idle-memory={}",
+            language.name,
+            f.size,
+            millis(f.compile),
+            millis(f.precompiled),
+            percentiles(&f.calls),
+            f.idle_kib
+        );
+    }
+    Ok(())
+}
+
+async fn measure(language: &Language) -> anyhow::Result<Figures> {
+    let bytes = std::fs::read(guest_path(language.file))?;
+    let size = bytes.len();
+    let source = ProviderSource::Bytes(bytes);
     let cache_dir = tempfile::tempdir()?;
     let cache = PrecompiledCache::new(cache_dir.path());
     let settings = |cache: Option<PrecompiledCache>| RuntimeSettings {
@@ -52,17 +125,18 @@ async fn figures() -> anyhow::Result<()> {
 
     // Compile: median of a few cold loads (no cache).
     let cold = Runtime::new(settings(None), None)?;
-    let mut compile = Vec::with_capacity(LOADS);
-    for _ in 0..LOADS {
+    let mut compile = Vec::with_capacity(language.loads);
+    for _ in 0..language.loads {
         compile.push(load(&cold, "k").await?.compile_time);
     }
     compile.sort();
+    drop(cold);
 
     // Precompiled: fill the cache once, then whole loads from it.
     let runtime = Runtime::new(settings(Some(cache)), None)?;
     load(&runtime, "fill").await?;
-    let mut precompiled = Vec::with_capacity(LOADS);
-    for _ in 0..LOADS {
+    let mut precompiled = Vec::with_capacity(language.loads);
+    for _ in 0..language.loads {
         let p = load(&runtime, "k").await?;
         assert!(p.from_cache);
         precompiled.push(p.load_time);
@@ -74,37 +148,26 @@ async fn figures() -> anyhow::Result<()> {
         .registry()
         .install(Arc::new(load(&runtime, "kubeadm").await?));
     let request = requests::generate(KUBEADM_JOIN_CONFIG);
-    timed(WARMUP, || runtime.generate("kubeadm", &request)).await?;
-    let calls = timed(CALLS, || runtime.generate("kubeadm", &request)).await?;
-    let noop = timed(CALLS, || runtime.info("kubeadm")).await?;
+    timed(language.warmup, || runtime.generate("kubeadm", &request)).await?;
+    let calls = timed(language.calls, || runtime.generate("kubeadm", &request)).await?;
+    let noop = timed(language.calls, || runtime.info("kubeadm")).await?;
 
     // Idle memory: resident growth over many loaded providers, per provider.
     let before = resident_kib()?;
-    let mut held = Vec::with_capacity(MEMORY_PROVIDERS);
-    for i in 0..MEMORY_PROVIDERS {
+    let mut held = Vec::with_capacity(language.idle_providers);
+    for i in 0..language.idle_providers {
         held.push(load(&runtime, &format!("idle-{i}")).await?);
     }
-    let per_provider = resident_kib()?.saturating_sub(before) / MEMORY_PROVIDERS as u64;
+    let idle_kib = resident_kib()?.saturating_sub(before) / language.idle_providers as u64;
     drop(held);
-
-    let micros = |d: Duration| d.as_secs_f64() * 1e6;
-    let millis = |d: Duration| d.as_secs_f64() * 1e3;
-    let percentiles = |d: &[Duration]| {
-        format!(
-            "p50={:.1} p99={:.1}",
-            micros(percentile(d, 50)),
-            micros(percentile(d, 99))
-        )
-    };
-    println!("guest-call: {}", percentiles(&calls));
-    println!("guest-call-noop: {}", percentiles(&noop));
-    println!("guest-compile: {:.1}", millis(compile[LOADS / 2]));
-    println!(
-        "guest-load-precompiled: {:.2}",
-        millis(precompiled[LOADS / 2])
-    );
-    println!("guest-idle-memory: {per_provider}");
-    Ok(())
+    Ok(Figures {
+        size,
+        compile: compile[language.loads / 2],
+        precompiled: precompiled[language.loads / 2],
+        calls,
+        noop,
+        idle_kib,
+    })
 }
 
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
