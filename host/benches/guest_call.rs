@@ -8,7 +8,7 @@
 //!
 //! then one line per language for the same provider and call:
 //!
-//!     language=<name> size=<bytes> compile=<ms> load-precompiled=<ms> call: p50=<µs> p99=<µs> idle-memory=<KiB>
+//!     language=<name> size=<bytes> compile=<ms> load-precompiled=<ms> call: p50=<µs> p99=<µs> noop: p50=<µs> p99=<µs> idle-memory=<KiB>
 //!
 //! Run with `make bench` (needs `make guests`).
 
@@ -89,12 +89,13 @@ async fn figures() -> anyhow::Result<()> {
             println!("guest-idle-memory: {}", f.idle_kib);
         }
         println!(
-            "language={} size={} compile={:.1} load-precompiled={:.2} call: {} idle-memory={}",
+            "language={} size={} compile={:.1} load-precompiled={:.2} call: {} noop: {} idle-memory={}",
             language.name,
             f.size,
             millis(f.compile),
             millis(f.precompiled),
             percentiles(&f.calls),
+            percentiles(&f.noop),
             f.idle_kib
         );
     }

@@ -3,7 +3,13 @@
 import functools
 
 from componentize_py_types import Err
-from wit_world.imports import types
+
+try:
+    # The infrastructure world also imports wasi:http's `types`, so
+    # componentize-py names capwasm's after its package there.
+    from wit_world.imports import capwasm_provider_types as types
+except ImportError:
+    from wit_world.imports import types
 
 from .errors import InvalidConfig, RetryAfter, Terminal
 
