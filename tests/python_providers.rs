@@ -1,0 +1,117 @@
+//! A Python provider through the operator, as a Rust one: the Python
+//! kubeadm bootstrap provider brings a pool to Running with byte for byte
+//! the cloud-config the Rust one writes for its neighbour, and a Python
+//! provider that raises leaves its traceback's last line in the condition.
+
+use capwasm::api::providermodule::World;
+use capwasm::api::{ProviderModule, WasmBootstrapConfig};
+use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
+use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+use testenv::flows::{
+    Providers, Scenario, condition, create_pool, wait_for, wait_for_event, wait_for_module,
+    wait_for_pool,
+};
+
+/// Creates ProviderModule `<ns>-<name>` serving `file` in the bootstrap world.
+async fn python_module(scenario: &Scenario, name: &str, file: &str) -> String {
+    let module = format!("{}-{name}", scenario.ns);
+    let api = Api::<ProviderModule>::all(scenario.client.clone());
+    let built = ProviderModuleBuilder::file(
+        &module,
+        World::Bootstrap,
+        &guest_path(file).to_string_lossy(),
+    )
+    .build();
+    api.create(&PostParams::default(), &built).await.unwrap();
+    wait_for_module(&api, &module, "Ready").await;
+    module
+}
+
+/// The bootstrap data of pool `name`, once it is Running.
+async fn bootstrap_data(scenario: &Scenario, name: &str) -> Vec<u8> {
+    let pool = wait_for_pool(&scenario.apis.pools, name, "Running", 1).await;
+    let secret = pool.spec.template.spec.bootstrap.data_secret_name.unwrap();
+    let secret = Api::<Secret>::namespaced(scenario.client.clone(), &scenario.ns)
+        .get(&secret)
+        .await
+        .unwrap();
+    secret.data.unwrap()["value"].0.clone()
+}
+
+#[tokio::test]
+async fn a_pool_served_by_the_python_bootstrap_provider_reaches_running() {
+    let scenario = Scenario::new("py-kubeadm").await;
+    let (client, ns, modules) = (&scenario.client, &scenario.ns, &scenario.modules);
+    let python = python_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
+    let workload = scenario.env.workload().unwrap();
+    let objects = &scenario.stack.objects;
+    objects
+        .create_cluster(client, workload, ns, "c1", modules)
+        .await
+        .unwrap();
+    objects
+        .create_pool(client, ns, "rust", "c1", 1, modules)
+        .await
+        .unwrap();
+    let join: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
+    let providers = Providers {
+        bootstrap: (python, join),
+        infrastructure: (modules.infrastructure.clone(), objects.sim_config()),
+    };
+    let pool = MachinePoolBuilder::new(ns, "python", "c1")
+        .replicas(1)
+        .build();
+    create_pool(client, &pool, &providers).await.unwrap();
+
+    let python = bootstrap_data(&scenario, "python").await;
+    let rust = bootstrap_data(&scenario, "rust").await;
+    assert!(python.starts_with(b"#cloud-config\n"));
+    assert_eq!(
+        String::from_utf8_lossy(&python),
+        String::from_utf8_lossy(&rust),
+        "the same cloud-config from both languages"
+    );
+}
+
+#[tokio::test]
+async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
+    let scenario = Scenario::new("py-raise").await;
+    let (client, ns, modules) = (&scenario.client, &scenario.ns, &scenario.modules);
+    let hostile = python_module(&scenario, "hostile", "python-hostile.wasm").await;
+    let objects = &scenario.stack.objects;
+    objects
+        .create_cluster(client, scenario.env.workload().unwrap(), ns, "c1", modules)
+        .await
+        .unwrap();
+    let providers = Providers {
+        bootstrap: (hostile.clone(), json!({"do": "raise"})),
+        infrastructure: (modules.infrastructure.clone(), objects.sim_config()),
+    };
+    let pool = MachinePoolBuilder::new(ns, "bad", "c1").build();
+    create_pool(client, &pool, &providers).await.unwrap();
+
+    let bad = wait_for(
+        &scenario.apis.configs,
+        "bad",
+        "Ready has reason GuestTrapped",
+        |c: Option<&WasmBootstrapConfig>| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| condition(&s.common.conditions, "Ready"))
+                .is_some_and(|(_, reason, _)| reason == "GuestTrapped")
+        },
+    )
+    .await
+    .unwrap();
+    let (_, _, message) = condition(&bad.status.unwrap().common.conditions, "Ready").unwrap();
+    assert!(
+        message.contains("RuntimeError: the hostile provider raised, as asked")
+            && message.contains(&hostile)
+            && message.contains("sha256:"),
+        "{message}"
+    );
+    wait_for_event(&scenario.client, &scenario.ns, "bad", "GuestTrapped").await;
+}
