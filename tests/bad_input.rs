@@ -6,8 +6,7 @@
 
 use capwasm::api::providermodule::World;
 use capwasm::api::{
-    ContractVersionedObjectReference, MachinePool, ProviderModule, WasmBootstrapConfig,
-    WasmMachinePool,
+    ContractVersionedObjectReference, MachinePool, ProviderModule, WasmMachinePool,
 };
 use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
@@ -15,7 +14,9 @@ use k8s_openapi::ByteString;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use testenv::flows::{Apis, Scenario, condition, create, wait_for, wait_for_event, wait_for_pool};
+use testenv::flows::{
+    Apis, Scenario, condition, config_ready_reason, create, wait_for, wait_for_event, wait_for_pool,
+};
 use testenv::{Stack, TestEnv};
 
 /// Waits until `pool`'s condition `type_` has `reason`, and returns its message.
@@ -381,24 +382,8 @@ async fn missing_and_unloadable_provider_modules_are_named_on_the_objects_they_s
             .unwrap();
     }
     let reason_of = |name: &'static str, reason: &'static str| {
-        let configs = apis.configs.clone();
-        async move {
-            let config = wait_for(
-                &configs,
-                name,
-                &format!("Ready has reason {reason}"),
-                |c: Option<&WasmBootstrapConfig>| {
-                    c.and_then(|c| c.status.as_ref())
-                        .and_then(|s| condition(&s.common.conditions, "Ready"))
-                        .is_some_and(|(_, r, _)| r == reason)
-                },
-            )
-            .await
-            .unwrap();
-            condition(&config.status.unwrap().common.conditions, "Ready")
-                .unwrap()
-                .2
-        }
+        let apis = apis.clone();
+        async move { config_ready_reason(&apis, name, reason).await }
     };
     let missing = reason_of("missing", "ProviderNotFound").await;
     assert!(missing.contains(&format!("{ns}-nothing")), "{missing}");
@@ -459,19 +444,7 @@ async fn a_trapping_bootstrap_guest_fails_only_its_own_pool() {
         .await
         .unwrap();
 
-    let bad = wait_for(
-        &apis.configs,
-        "bad",
-        "Ready has reason GuestTrapped",
-        |c: Option<&WasmBootstrapConfig>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| condition(&s.common.conditions, "Ready"))
-                .is_some_and(|(_, reason, _)| reason == "GuestTrapped")
-        },
-    )
-    .await
-    .unwrap();
-    let (_, _, message) = condition(&bad.status.unwrap().common.conditions, "Ready").unwrap();
+    let message = config_ready_reason(&apis, "bad", "GuestTrapped").await;
     assert!(
         message.contains("panics on purpose") && message.contains("sha256:"),
         "{message}"
@@ -551,19 +524,7 @@ async fn credentials_outside_the_allowed_namespace_are_not_handed_to_a_provider(
         .patch("p", &PatchParams::default(), &Patch::Merge(reference))
         .await
         .unwrap();
-    let config = wait_for(
-        &apis.configs,
-        "p",
-        "Ready has reason CredentialsNotAllowed",
-        |c: Option<&WasmBootstrapConfig>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| condition(&s.common.conditions, "Ready"))
-                .is_some_and(|(_, reason, _)| reason == "CredentialsNotAllowed")
-        },
-    )
-    .await
-    .unwrap();
-    let (_, _, message) = condition(&config.status.unwrap().common.conditions, "Ready").unwrap();
+    let message = config_ready_reason(&apis, "p", "CredentialsNotAllowed").await;
     assert!(
         message.contains(testenv::CREDENTIALS_NAMESPACE),
         "{message}"

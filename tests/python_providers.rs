@@ -3,8 +3,8 @@
 //! the cloud-config the Rust one writes for its neighbour, and a Python
 //! provider that raises leaves its traceback's last line in the condition.
 
+use capwasm::api::ProviderModule;
 use capwasm::api::providermodule::World;
-use capwasm::api::{ProviderModule, WasmBootstrapConfig};
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
 use k8s_openapi::api::core::v1::Secret;
@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use testenv::flows::{
-    Providers, Scenario, condition, create_pool, wait_for, wait_for_event, wait_for_module,
+    Providers, Scenario, config_ready_reason, create_pool, wait_for_event, wait_for_module,
     wait_for_pool,
 };
 
@@ -94,19 +94,7 @@ async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
     let pool = MachinePoolBuilder::new(ns, "bad", "c1").build();
     create_pool(client, &pool, &providers).await.unwrap();
 
-    let bad = wait_for(
-        &scenario.apis.configs,
-        "bad",
-        "Ready has reason GuestTrapped",
-        |c: Option<&WasmBootstrapConfig>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| condition(&s.common.conditions, "Ready"))
-                .is_some_and(|(_, reason, _)| reason == "GuestTrapped")
-        },
-    )
-    .await
-    .unwrap();
-    let (_, _, message) = condition(&bad.status.unwrap().common.conditions, "Ready").unwrap();
+    let message = config_ready_reason(&scenario.apis, "bad", "GuestTrapped").await;
     assert!(
         message.contains("RuntimeError: the hostile provider raised, as asked")
             && message.contains(&hostile)

@@ -12,23 +12,10 @@ set -euo pipefail
 name=$1
 package=$2
 version=${package##*@}
-cache_root=${CAPWASM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capwasm}
+# shellcheck source=../tool-cache.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tool-cache.sh"
 dir="$cache_root/$name-$version"
-
-fail() { printf '%s: %s\n' "$name" "$*" >&2; exit 1; }
-
-if [ -x "$dir/$name" ]; then
-  printf '%s\n' "$dir"
-  exit 0
-fi
-mkdir -p "$cache_root"
-# One build at a time per tool: parallel test binaries wait for the first.
-exec 9>"$cache_root/.$name-build.lock"
-flock 9
-if [ -x "$dir/$name" ]; then
-  printf '%s\n' "$dir"
-  exit 0
-fi
+reuse_or_lock "$dir/$name" "$dir"
 command -v go >/dev/null 2>&1 ||
   fail "Go is not installed: it is needed once to build $name $version from its module. Install Go >= 1.25 and retry."
 

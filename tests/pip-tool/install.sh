@@ -14,23 +14,10 @@ name=$1
 version=$2
 requirement=$3
 executable=$4
-cache_root=${CAPWASM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capwasm}
+# shellcheck source=../tool-cache.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tool-cache.sh"
 dir="$cache_root/$name-$version"
-
-fail() { printf '%s: %s\n' "$name" "$*" >&2; exit 1; }
-
-if [ -x "$dir/bin/$executable" ]; then
-  printf '%s\n' "$dir/bin"
-  exit 0
-fi
-mkdir -p "$cache_root"
-# One install at a time per tool: parallel test binaries wait for the first.
-exec 9>"$cache_root/.$name-install.lock"
-flock 9
-if [ -x "$dir/bin/$executable" ]; then
-  printf '%s\n' "$dir/bin"
-  exit 0
-fi
+reuse_or_lock "$dir/bin/$executable" "$dir/bin"
 python=$(command -v python3 || true)
 [ -n "$python" ] || fail "python3 is not installed: it is needed for $name $version. Install Python >= 3.10 and retry."
 "$python" -m venv --help >/dev/null 2>&1 ||

@@ -403,6 +403,31 @@ pub async fn wait_for_event(client: &Client, namespace: &str, name: &str, reason
     }
 }
 
+/// Waits until WasmBootstrapConfig `name`'s Ready condition has `reason`,
+/// and returns its message.
+///
+/// # Panics
+///
+/// If it does not within the wait.
+pub async fn config_ready_reason(apis: &Apis, name: &str, reason: &str) -> String {
+    let ready = |c: &WasmBootstrapConfig| {
+        c.status
+            .as_ref()
+            .and_then(|s| condition(&s.common.conditions, "Ready"))
+    };
+    let config = wait_for(
+        &apis.configs,
+        name,
+        &format!("Ready has reason {reason}"),
+        |c: Option<&WasmBootstrapConfig>| c.and_then(ready).is_some_and(|(_, r, _)| r == reason),
+    )
+    .await;
+    match config.as_ref().and_then(ready) {
+        Some((_, _, message)) => message,
+        None => panic!("{name} has no Ready condition"),
+    }
+}
+
 /// The condition of `type_` in `conditions`, as (status, reason, message).
 pub fn condition(
     conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
@@ -505,6 +530,7 @@ impl Scenario {
 }
 
 /// The typed APIs of one namespace.
+#[derive(Clone)]
 pub struct Apis {
     /// Clusters.
     pub clusters: Api<Cluster>,
