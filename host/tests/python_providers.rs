@@ -91,11 +91,7 @@ fn hostile(dir: &Path, config: &Value) -> PathBuf {
     let text = std::fs::read_to_string(example("kubeadm-generate-join.json")).expect("example");
     let mut fixture: Value = serde_json::from_str(&text).expect("example is JSON");
     fixture["request"]["config"] = config.clone();
-    write(
-        dir,
-        &config["do"].as_str().unwrap_or("x").to_owned(),
-        &fixture,
-    )
+    write(dir, config["do"].as_str().unwrap_or("x"), &fixture)
 }
 
 /// What the guest said before it died, as the binary prints it.
