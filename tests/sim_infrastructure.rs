@@ -2,7 +2,10 @@
 //! the simulated cloud: scaling, idempotency across lost records, deletion,
 //! credentials, and how an unusable or unreachable cloud is reported.
 //!
-//! The cloud is served by this test's runtime while guest calls wait on it.
+//! Every scenario runs against each implementation of the provider — the
+//! Rust one (`rust::`) and the Python one (`python::`) — so both are held to
+//! the same behaviour. The cloud is served by this test's runtime while
+//! guest calls wait on it.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,8 +18,8 @@ use capwasm::wasm::types::{
     self, BootstrapData, BootstrapFormat, Credential, DeleteOutcome, ProviderError,
 };
 use capwasm::wasm::{
-    CallError, Capabilities, HostAuth, Limits, ProviderSource, ProviderSpec, Runtime,
-    RuntimeSettings, Scheme,
+    CallError, Capabilities, HostAuth, Limits, PrecompiledCache, ProviderSource, ProviderSpec,
+    Runtime, RuntimeSettings, Scheme,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -29,28 +32,46 @@ const REGION: &str = "local-1";
 const POOL: &str = "default/pool-a";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The runtime with sim-infrastructure loaded, allowed to reach 127.0.0.1 only.
-async fn runtime() -> Runtime {
-    runtime_with(Capabilities {
-        allowed_hosts: vec!["127.0.0.1".into()],
-        ..Capabilities::default()
-    })
+/// The implementations of sim-infrastructure under test.
+const RUST: &str = "sim_infrastructure.wasm";
+const PYTHON: &str = "python-sim-infrastructure.wasm";
+
+/// One compilation at a time: the first of a component fills the cache and
+/// the others load from it (a Python component takes seconds to compile).
+static LOADING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The runtime with `component` loaded, allowed to reach 127.0.0.1 only.
+async fn runtime(component: &str) -> Runtime {
+    runtime_with(
+        component,
+        Capabilities {
+            allowed_hosts: vec!["127.0.0.1".into()],
+            ..Capabilities::default()
+        },
+    )
     .await
 }
 
-/// The runtime with sim-infrastructure loaded under `capabilities`.
-async fn runtime_with(capabilities: Capabilities) -> Runtime {
-    let runtime = Runtime::new(RuntimeSettings::default(), None).expect("runtime");
+/// The runtime with `component` loaded under `capabilities`.
+async fn runtime_with(component: &str, capabilities: Capabilities) -> Runtime {
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("precompiled");
+    let settings = RuntimeSettings {
+        cache: Some(PrecompiledCache::new(cache)),
+        ..RuntimeSettings::default()
+    };
+    let runtime = Runtime::new(settings, None).expect("runtime");
+    let loading = LOADING.lock().await;
     runtime
         .swap(ProviderSpec {
             name: String::from(PROVIDER),
-            source: ProviderSource::File(guest_path("sim_infrastructure.wasm")),
+            source: ProviderSource::File(guest_path(component)),
             sha256: None,
             limits: Limits::default(),
             capabilities,
         })
         .await
-        .unwrap_or_else(|e| panic!("loading sim_infrastructure.wasm: {e:#?} (run `make guests`)"));
+        .unwrap_or_else(|e| panic!("loading {component}: {e:#?} (run `make guests`)"));
+    drop(loading);
     runtime
 }
 
@@ -141,14 +162,15 @@ fn token(ordinal: u32) -> String {
     format!("{}-{ordinal}", requests::object("pool-a").uid)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run() -> Result<()> {
+async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run(
+    component: &str,
+) -> Result<()> {
     let running = cloud(Settings {
         boot_delay: Duration::from_millis(100),
         ..instant()
     })
     .await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
 
     let state = reconcile(&runtime, &request).await?;
@@ -192,7 +214,7 @@ async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run() -> Res
 async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> Result<()> {
     const LABEL: &str = "sim.capwasm.dev/provider-version";
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(RUST).await;
     assert_eq!(runtime.info(PROVIDER).await?.version, "0.1.0");
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 1);
     let before = reconcile(&runtime, &request).await?;
@@ -241,10 +263,11 @@ async fn instances_created_after_a_hot_swap_to_v2_carry_its_version_label() -> R
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances() -> Result<()> {
+async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances(
+    component: &str,
+) -> Result<()> {
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
     let first = reconcile(&runtime, &request).await?;
 
@@ -260,10 +283,11 @@ async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances() -
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances() -> Result<()> {
+async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances(
+    component: &str,
+) -> Result<()> {
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
     let first = reconcile(&runtime, &request).await?;
 
@@ -294,15 +318,14 @@ async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scale_down_terminates_the_highest_ordinals() -> Result<()> {
+async fn scale_down_terminates_the_highest_ordinals(component: &str) -> Result<()> {
     // Terminating instances stay listed for the whole test.
     let running = cloud(Settings {
         termination_delay: Duration::from_secs(600),
         ..instant()
     })
     .await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
     let three = reconcile(&runtime, &request).await?;
 
@@ -330,14 +353,13 @@ async fn scale_down_terminates_the_highest_ordinals() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_is_done_once_the_cloud_has_no_instance_of_the_pool() -> Result<()> {
+async fn delete_is_done_once_the_cloud_has_no_instance_of_the_pool(component: &str) -> Result<()> {
     let running = cloud(Settings {
         termination_delay: Duration::from_millis(100),
         ..instant()
     })
     .await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let config = config(&running.endpoint());
     let mut request = requests::delete_pool(&config);
     request.instances = reconcile(&runtime, &requests::reconcile_pool(&config, 3))
@@ -360,8 +382,9 @@ async fn delete_is_done_once_the_cloud_has_no_instance_of_the_pool() -> Result<(
 /// The cloud's bearer token, added by the host from the credentials (the
 /// guest never holds it), or handed to the guest where the module exposes
 /// the credentials (the weaker, opt-in way): either way the cloud wants it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> Result<()> {
+async fn cloud_requires_the_bearer_token_from_credentials_when_configured(
+    component: &str,
+) -> Result<()> {
     let running = cloud(Settings {
         bearer_token: Some("s3cret".into()),
         ..instant()
@@ -374,16 +397,19 @@ async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> R
         value: value.to_vec(),
     };
 
-    let signing = runtime_with(Capabilities {
-        allowed_hosts: vec![host.clone()],
-        request_auth: vec![HostAuth {
-            host: host.clone(),
-            scheme: Scheme::Bearer {
-                token: "token".into(),
-            },
-        }],
-        expose_credentials: false,
-    })
+    let signing = runtime_with(
+        component,
+        Capabilities {
+            allowed_hosts: vec![host.clone()],
+            request_auth: vec![HostAuth {
+                host: host.clone(),
+                scheme: Scheme::Bearer {
+                    token: "token".into(),
+                },
+            }],
+            expose_credentials: false,
+        },
+    )
     .await;
     request.credentials = vec![credential(b"wrong")];
     match reconcile(&signing, &request).await {
@@ -398,11 +424,14 @@ async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> R
     request.credentials = vec![credential(b"s3cret")];
     assert_eq!(reconcile(&signing, &request).await?.instances.len(), 1);
 
-    let exposing = runtime_with(Capabilities {
-        allowed_hosts: vec![host],
-        expose_credentials: true,
-        ..Capabilities::default()
-    })
+    let exposing = runtime_with(
+        component,
+        Capabilities {
+            allowed_hosts: vec![host],
+            expose_credentials: true,
+            ..Capabilities::default()
+        },
+    )
     .await;
     request.credentials = Vec::new();
     assert_terminal(reconcile(&exposing, &request).await, "Unauthorized");
@@ -413,10 +442,9 @@ async fn cloud_requires_the_bearer_token_from_credentials_when_configured() -> R
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_asks_to_retry_when_bootstrap_data_is_missing() -> Result<()> {
+async fn reconcile_asks_to_retry_when_bootstrap_data_is_missing(component: &str) -> Result<()> {
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 2);
     request.bootstrap_data = None;
 
@@ -425,10 +453,11 @@ async fn reconcile_asks_to_retry_when_bootstrap_data_is_missing() -> Result<()> 
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join() -> Result<()> {
+async fn instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join(
+    component: &str,
+) -> Result<()> {
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let mut request = requests::reconcile_pool(&config(&running.endpoint()), 2);
     request.bootstrap_data = Some(BootstrapData {
         format: BootstrapFormat::ShellScript,
@@ -456,14 +485,13 @@ async fn instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_asks_to_retry_when_the_cloud_is_full() -> Result<()> {
+async fn reconcile_asks_to_retry_when_the_cloud_is_full(component: &str) -> Result<()> {
     let running = cloud(Settings {
         max_instances: 2,
         ..instant()
     })
     .await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let request = requests::reconcile_pool(&config(&running.endpoint()), 3);
 
     assert_retry_after(reconcile(&runtime, &request).await);
@@ -471,13 +499,12 @@ async fn reconcile_asks_to_retry_when_the_cloud_is_full() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_asks_to_retry_when_the_cloud_is_down() -> Result<()> {
+async fn reconcile_asks_to_retry_when_the_cloud_is_down(component: &str) -> Result<()> {
     // A port that was free a moment ago: nothing listens on it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let request = requests::reconcile_pool(&config(&format!("http://127.0.0.1:{port}")), 1);
 
     assert_retry_after(reconcile(&runtime, &request).await);
@@ -486,10 +513,9 @@ async fn reconcile_asks_to_retry_when_the_cloud_is_down() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_is_denied_when_the_endpoint_host_is_not_allowed() -> Result<()> {
+async fn reconcile_is_denied_when_the_endpoint_host_is_not_allowed(component: &str) -> Result<()> {
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     // The same server under a name the provider may not reach.
     let endpoint = format!("http://localhost:{}", running.addr().port());
     let request = requests::reconcile_pool(&config(&endpoint), 1);
@@ -499,9 +525,10 @@ async fn reconcile_is_denied_when_the_endpoint_host_is_not_allowed() -> Result<(
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconcile_cluster_reports_endpoint_and_failure_domains_from_config() -> Result<()> {
-    let runtime = runtime().await;
+async fn reconcile_cluster_reports_endpoint_and_failure_domains_from_config(
+    component: &str,
+) -> Result<()> {
+    let runtime = runtime(component).await;
     let config = serde_json::json!({
         "endpoint": "http://127.0.0.1:1",
         "region": REGION,
@@ -525,10 +552,9 @@ async fn reconcile_cluster_reports_endpoint_and_failure_domains_from_config() ->
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn provider_ids_are_derived_from_config_and_owned_by_scheme() -> Result<()> {
+async fn provider_ids_are_derived_from_config_and_owned_by_scheme(component: &str) -> Result<()> {
     let running = cloud(instant()).await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let config = config(&running.endpoint());
     let state = reconcile(&runtime, &requests::reconcile_pool(&config, 1)).await?;
     let instance = state.instances[0].clone();
@@ -543,8 +569,9 @@ async fn provider_ids_are_derived_from_config_and_owned_by_scheme() -> Result<()
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn running_instances_register_ready_nodes_that_go_when_they_terminate() -> Result<()> {
+async fn running_instances_register_ready_nodes_that_go_when_they_terminate(
+    component: &str,
+) -> Result<()> {
     let env = TestEnv::shared().await?;
     let workload = env.workload().expect("a workload cluster").client()?;
     let nodes: Api<Node> = Api::all(workload.clone());
@@ -553,7 +580,7 @@ async fn running_instances_register_ready_nodes_that_go_when_they_terminate() ->
         ..instant()
     })
     .await;
-    let runtime = runtime().await;
+    let runtime = runtime(component).await;
     let config = serde_json::json!({
         "endpoint": running.endpoint(),
         "region": REGION,
@@ -613,3 +640,42 @@ fn is_ready(node: Option<&Node>) -> bool {
                 .any(|c| c.type_ == "Ready" && c.status == "True")
         })
 }
+
+/// Each scenario as a test against each implementation.
+macro_rules! conformance {
+    ($($scenario:ident),* $(,)?) => {
+        mod rust {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario(super::RUST).await
+                }
+            )*
+        }
+        mod python {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario(super::PYTHON).await
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    scale_up_creates_sim_instances_and_pool_is_ready_once_they_run,
+    reconcile_creates_nothing_when_repeated_with_the_recorded_instances,
+    reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances,
+    scale_down_terminates_the_highest_ordinals,
+    delete_is_done_once_the_cloud_has_no_instance_of_the_pool,
+    cloud_requires_the_bearer_token_from_credentials_when_configured,
+    reconcile_asks_to_retry_when_bootstrap_data_is_missing,
+    instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join,
+    reconcile_asks_to_retry_when_the_cloud_is_full,
+    reconcile_asks_to_retry_when_the_cloud_is_down,
+    reconcile_is_denied_when_the_endpoint_host_is_not_allowed,
+    reconcile_cluster_reports_endpoint_and_failure_domains_from_config,
+    provider_ids_are_derived_from_config_and_owned_by_scheme,
+    running_instances_register_ready_nodes_that_go_when_they_terminate,
+);

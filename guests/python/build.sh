@@ -18,6 +18,7 @@ bin=$("$root/tests/pip-tool/install.sh" componentize-py 0.25.1 'componentize-py=
 # provider directory, WIT world
 providers=(
   "kubeadm-bootstrap bootstrap-provider"
+  "sim-infrastructure infrastructure-provider"
   "hostile bootstrap-provider"
 )
 for entry in "${providers[@]}"; do
