@@ -10,7 +10,8 @@
 //!
 //!     language=<name> size=<bytes> compile=<ms> load-precompiled=<ms> call: p50=<µs> p99=<µs> noop: p50=<µs> p99=<µs> idle-memory=<KiB>
 //!
-//! Run with `make bench` (needs `make guests`).
+//! Run with `make bench` (needs `make guests`); `BENCH_LANGUAGES=python`
+//! measures only the languages named.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,7 +80,13 @@ async fn figures() -> anyhow::Result<()> {
             micros(percentile(d, 99))
         )
     };
-    for language in &LANGUAGES {
+    // `BENCH_LANGUAGES=python` (comma-separated) measures only those, for a profile.
+    let only = std::env::var("BENCH_LANGUAGES").ok();
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|n| n == name))
+    };
+    for language in LANGUAGES.iter().filter(|l| wanted(l.name)) {
         let f = measure(language).await?;
         if language.name == "rust" {
             println!("guest-call: {}", percentiles(&f.calls));
