@@ -47,30 +47,68 @@ async fn bootstrap_data(scenario: &Scenario, name: &str) -> Vec<u8> {
     secret.data.unwrap()["value"].0.clone()
 }
 
+/// Creates the scenario's Cluster `c1`, its infrastructure served by the Rust provider.
+async fn cluster(scenario: &Scenario) {
+    let workload = scenario.env.workload().unwrap();
+    scenario
+        .stack
+        .objects
+        .create_cluster(
+            &scenario.client,
+            workload,
+            &scenario.ns,
+            "c1",
+            &scenario.modules,
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates MachinePool `name` of `c1` with `replicas`, its bootstrap config
+/// served by `bootstrap` (module, config) and its infrastructure by module
+/// `infrastructure` with the stack's sim config.
+async fn pool(
+    scenario: &Scenario,
+    (name, replicas): (&str, i32),
+    bootstrap: (String, Value),
+    infrastructure: &str,
+) {
+    let providers = Providers {
+        bootstrap,
+        infrastructure: (
+            infrastructure.to_owned(),
+            scenario.stack.objects.sim_config(),
+        ),
+    };
+    let built = MachinePoolBuilder::new(&scenario.ns, name, "c1")
+        .replicas(replicas)
+        .build();
+    create_pool(&scenario.client, &built, &providers)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_pool_served_by_the_python_bootstrap_provider_reaches_running() {
     let scenario = Scenario::new("py-kubeadm").await;
-    let (client, ns, modules) = (&scenario.client, &scenario.ns, &scenario.modules);
     let python = python_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
-    let workload = scenario.env.workload().unwrap();
-    let objects = &scenario.stack.objects;
-    objects
-        .create_cluster(client, workload, ns, "c1", modules)
-        .await
-        .unwrap();
-    objects
-        .create_pool(client, ns, "rust", "c1", 1, modules)
-        .await
-        .unwrap();
+    cluster(&scenario).await;
+    let rust = &scenario.modules;
     let join: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
-    let providers = Providers {
-        bootstrap: (python, join),
-        infrastructure: (modules.infrastructure.clone(), objects.sim_config()),
-    };
-    let pool = MachinePoolBuilder::new(ns, "python", "c1")
-        .replicas(1)
-        .build();
-    create_pool(client, &pool, &providers).await.unwrap();
+    pool(
+        &scenario,
+        ("rust", 1),
+        (rust.bootstrap.clone(), join.clone()),
+        &rust.infrastructure,
+    )
+    .await;
+    pool(
+        &scenario,
+        ("python", 1),
+        (python, join),
+        &rust.infrastructure,
+    )
+    .await;
 
     let python = bootstrap_data(&scenario, "python").await;
     let rust = bootstrap_data(&scenario, "rust").await;
@@ -85,19 +123,16 @@ async fn a_pool_served_by_the_python_bootstrap_provider_reaches_running() {
 #[tokio::test]
 async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
     let scenario = Scenario::new("py-raise").await;
-    let (client, ns, modules) = (&scenario.client, &scenario.ns, &scenario.modules);
     let hostile = python_module(&scenario, "hostile", "python-hostile.wasm").await;
-    let objects = &scenario.stack.objects;
-    objects
-        .create_cluster(client, scenario.env.workload().unwrap(), ns, "c1", modules)
-        .await
-        .unwrap();
-    let providers = Providers {
-        bootstrap: (hostile.clone(), json!({"do": "raise"})),
-        infrastructure: (modules.infrastructure.clone(), objects.sim_config()),
-    };
-    let pool = MachinePoolBuilder::new(ns, "bad", "c1").build();
-    create_pool(client, &pool, &providers).await.unwrap();
+    cluster(&scenario).await;
+    let bootstrap = (hostile.clone(), json!({"do": "raise"}));
+    pool(
+        &scenario,
+        ("bad", 1),
+        bootstrap,
+        &scenario.modules.infrastructure,
+    )
+    .await;
 
     let message = config_ready_reason(&scenario.apis, "bad", "GuestTrapped").await;
     assert!(
@@ -112,7 +147,6 @@ async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
 #[tokio::test]
 async fn a_pool_served_by_python_providers_alone_scales_and_goes() {
     let scenario = Scenario::new("py-pool").await;
-    let (client, ns, modules) = (&scenario.client, &scenario.ns, &scenario.modules);
     let bootstrap = python_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
     let infrastructure = module_of(
         &scenario,
@@ -121,22 +155,9 @@ async fn a_pool_served_by_python_providers_alone_scales_and_goes() {
         World::Infrastructure,
     )
     .await;
-    let objects = &scenario.stack.objects;
-    objects
-        .create_cluster(client, scenario.env.workload().unwrap(), ns, "c1", modules)
-        .await
-        .unwrap();
-    let providers = Providers {
-        bootstrap: (
-            bootstrap,
-            serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap(),
-        ),
-        infrastructure: (infrastructure, objects.sim_config()),
-    };
-    let pool = MachinePoolBuilder::new(ns, "pool", "c1")
-        .replicas(2)
-        .build();
-    create_pool(client, &pool, &providers).await.unwrap();
+    cluster(&scenario).await;
+    let join = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
+    pool(&scenario, ("pool", 2), (bootstrap, join), &infrastructure).await;
     let pools = &scenario.apis.pools;
     wait_for_pool(pools, "pool", "Running", 2).await;
     scale(pools, "pool", 3).await.unwrap();
@@ -158,7 +179,7 @@ async fn a_pool_served_by_python_providers_alone_scales_and_goes() {
         .unwrap();
     wait_for(pools, "pool", "gone", |p: Option<&MachinePool>| p.is_none()).await;
     let cloud = &scenario.stack.cloud;
-    let left = cloud.instances_of(&format!("{ns}/pool"));
+    let left = cloud.instances_of(&format!("{}/pool", scenario.ns));
     // The pool went only once its WasmMachinePool's deletion was done:
     // the cloud lists none of its instances.
     assert!(left.is_empty(), "{left:?}");
