@@ -18,7 +18,7 @@ help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
 	@echo "                   (EC2=1: then a Cluster and pool on EC2 as moto emulates it)"
 	@echo "make test          fmt, clippy, unit and integration tests (installs what is missing)"
-	@echo "make guests        build the provider components (guests/: Rust for wasm32-wasip2, Python with componentize-py)"
+	@echo "make guests        build the provider components (guests/: Rust for wasm32-wasip2, Python with componentize-py, JS with componentize-js)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make upstream-capi build upstream Cluster API's core manager from its Go module into ~/.cache/capwasm (once)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
@@ -45,6 +45,7 @@ upstream-capi:
 guests: toolchain
 	$(GUEST_CARGO) build --release --locked --target-dir $(GUEST_TARGET_DIR)
 	guests/python/build.sh $(CAPWASM_GUESTS_DIR)
+	guests/js/build.sh $(CAPWASM_GUESTS_DIR)
 	@ls -1 $(CAPWASM_GUESTS_DIR)/*.wasm
 
 lint: toolchain

@@ -3,8 +3,8 @@
 //! credentials, and how an unusable or unreachable cloud is reported.
 //!
 //! Every scenario runs against each implementation of the provider — the
-//! Rust one (`rust::`) and the Python one (`python::`) — so both are held to
-//! the same behaviour. The cloud is served by this test's runtime while
+//! Rust one (`rust::`), the Python one (`python::`) and the JavaScript one
+//! (`js::`) — so all are held to the same behaviour. The cloud is served by this test's runtime while
 //! guest calls wait on it.
 
 use std::collections::BTreeSet;
@@ -35,6 +35,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The implementations of sim-infrastructure under test.
 const RUST: &str = "sim_infrastructure.wasm";
 const PYTHON: &str = "python-sim-infrastructure.wasm";
+const JS: &str = "js-sim-infrastructure.wasm";
 
 /// One compilation at a time: the first of a component fills the cache and
 /// the others load from it (a Python component takes seconds to compile).
@@ -657,6 +658,14 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() -> anyhow::Result<()> {
                     super::$scenario(super::PYTHON).await
+                }
+            )*
+        }
+        mod js {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario(super::JS).await
                 }
             )*
         }
