@@ -1,9 +1,10 @@
-//! Python providers through the operator, as Rust ones: the Python kubeadm
-//! bootstrap provider brings a pool to Running with byte for byte the
-//! cloud-config the Rust one writes for its neighbour; a pool served by
-//! Python providers alone scales and is deleted with nothing left in the
-//! cloud; a Python provider that raises leaves its traceback's last line in
-//! the condition.
+//! Providers in Python and JavaScript through the operator, as Rust ones:
+//! the Python kubeadm bootstrap provider brings a pool to Running with byte
+//! for byte the cloud-config the Rust one writes for its neighbour; a pool
+//! whose infrastructure is served by the Python or the JavaScript
+//! sim-infrastructure scales and is deleted with nothing left in the cloud;
+//! a Python provider that raises leaves its traceback's last line in the
+//! condition.
 
 use capwasm::api::providermodule::World;
 use capwasm::api::{MachinePool, ProviderModule};
@@ -146,15 +147,22 @@ async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
 
 #[tokio::test]
 async fn a_pool_served_by_python_providers_alone_scales_and_goes() {
-    let scenario = Scenario::new("py-pool").await;
+    scales_and_goes("py-pool", "python-sim-infrastructure.wasm").await;
+}
+
+#[tokio::test]
+async fn a_pool_served_by_the_javascript_infrastructure_provider_scales_and_goes() {
+    scales_and_goes("js-pool", "js-sim-infrastructure.wasm").await;
+}
+
+/// A pool bootstrapped by the Python provider, its infrastructure served by
+/// `infrastructure` (a sim-infrastructure component), to Running at 2, 3
+/// and 1, then deleted.
+async fn scales_and_goes(prefix: &str, infrastructure: &str) {
+    let scenario = Scenario::new(prefix).await;
     let bootstrap = python_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
-    let infrastructure = module_of(
-        &scenario,
-        "pysim",
-        "python-sim-infrastructure.wasm",
-        World::Infrastructure,
-    )
-    .await;
+    let infrastructure =
+        module_of(&scenario, "langsim", infrastructure, World::Infrastructure).await;
     cluster(&scenario).await;
     let join = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
     pool(&scenario, ("pool", 2), (bootstrap, join), &infrastructure).await;
