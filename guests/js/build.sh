@@ -8,12 +8,8 @@
 #   guests/js/build.sh OUT_DIR
 set -euo pipefail
 
-[ $# -eq 1 ] || { printf 'usage: %s OUT_DIR\n' "$0" >&2; exit 2; }
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-out=$1
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+# shellcheck source=../component-build.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../component-build.sh"
 tools=$("$root/tests/npm-tool/install.sh" componentize-js 0.23.0 node_modules/.bin/esbuild \
   @bytecodealliance/componentize-js@0.23.0 esbuild@0.28.2)
 
@@ -24,9 +20,7 @@ providers=(
 for entry in "${providers[@]}"; do
   read -r name world <<<"$entry"
   target="$out/js-$name.wasm"
-  if [ -f "$target" ] && [ -z "$(find -L "$here/$name" "$here/sdk" "$root/wit/provider" -newer "$target" -type f -print -quit)" ]; then
-    continue
-  fi
+  stale "$target" "$here/$name" "$here/sdk" "$root/wit/provider" || continue
   started=$(date +%s)
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT

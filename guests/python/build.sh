@@ -7,12 +7,8 @@
 #   guests/python/build.sh OUT_DIR
 set -euo pipefail
 
-[ $# -eq 1 ] || { printf 'usage: %s OUT_DIR\n' "$0" >&2; exit 2; }
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-out=$1
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+# shellcheck source=../component-build.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../component-build.sh"
 bin=$("$root/tests/pip-tool/install.sh" componentize-py 0.25.1 'componentize-py==0.25.1' componentize-py)
 
 # provider directory, WIT world
@@ -27,9 +23,7 @@ for entry in "${providers[@]}"; do
   if compgen -G "$here/$name/test_*.py" >/dev/null; then
     (cd "$here/$name" && PYTHONPATH="$here/sdk" python3 -m unittest -q 2>&1 | sed "s/^/$name: /" >&2)
   fi
-  if [ -f "$target" ] && [ -z "$(find "$here/$name" "$here/sdk" "$root/wit/provider" -newer "$target" -type f -print -quit)" ]; then
-    continue
-  fi
+  stale "$target" "$here/$name" "$here/sdk" "$root/wit/provider" || continue
   started=$(date +%s)
   # componentize-py's pre-initialisation sees only the directories it is
   # given: the provider is staged with its links (a schema shared with the
