@@ -288,7 +288,10 @@ fn classify(
         digest: callee.digest.to_owned(),
         export,
         trap,
-        last_words: text::clean_tail(&store.data().last_words(), text::MAX_LAST_WORDS_BYTES),
+        last_words: {
+            let (said, before) = store.data().last_words();
+            text::clean_tail(&said, before, text::MAX_LAST_WORDS_BYTES)
+        },
     }
 }
 

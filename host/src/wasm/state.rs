@@ -120,23 +120,19 @@ impl CallState {
     }
 
     /// What the guest said before it died: what it wrote to stderr (a
-    /// guest linking Rust's standard library prints its panic there),
-    /// lossily decoded, then the panic message it sent through `log` (as a
-    /// `no_std` guest built with the SDK does). Empty if neither.
-    pub(crate) fn last_words(&self) -> String {
-        let stderr = self
-            .stderr
-            .as_ref()
-            .map(|tail| match tail.contents() {
-                (said, 0) => said.trim_end().to_owned(),
-                (said, before) => format!("…[{before} bytes before] {}", said.trim_end()),
-            })
-            .unwrap_or_default();
-        match (stderr.is_empty(), &self.panic_message) {
-            (_, None) => stderr,
+    /// guest linking Rust's standard library prints its panic there, an
+    /// interpreter its traceback), lossily decoded, then the panic message it
+    /// sent through `log` (as a `no_std` guest built with the SDK does);
+    /// with the bytes of stderr written before those kept. Empty if neither.
+    pub(crate) fn last_words(&self) -> (String, usize) {
+        let (stderr, before) = self.stderr.as_ref().map(Tail::contents).unwrap_or_default();
+        let stderr = stderr.trim_end();
+        let said = match (stderr.is_empty(), &self.panic_message) {
+            (_, None) => stderr.to_owned(),
             (true, Some(error)) => error.clone(),
             (false, Some(error)) => format!("{stderr}\n{error}"),
-        }
+        };
+        (said, before)
     }
 }
 

@@ -46,21 +46,23 @@ pub fn clean(text: &str, max: usize) -> String {
 
 /// What a guest said before it died, made safe as [`clean`] makes text,
 /// except that its line breaks stay: its last `max` bytes (escapes counted)
-/// with a leading marker `…[N bytes before] ` when anything was cut, since
-/// the end (a traceback's exception line) says most.
-pub fn clean_tail(text: &str, max: usize) -> String {
+/// with one leading marker `…[N bytes before] ` when anything was left out —
+/// the `before` bytes it said that were never kept, and what is cut here —
+/// since the end (a traceback's exception line) says most.
+pub fn clean_tail(text: &str, before: usize, max: usize) -> String {
     let cleaned = text
         .lines()
         .map(|line| clean(line, usize::MAX))
         .collect::<Vec<_>>()
         .join("\n");
-    let Some(mut from) = cleaned.len().checked_sub(max).filter(|&n| n > 0) else {
-        return cleaned;
-    };
+    let mut from = cleaned.len().saturating_sub(max);
     while !cleaned.is_char_boundary(from) {
         from += 1;
     }
-    format!("…[{from} bytes before] {}", &cleaned[from..])
+    match from + before {
+        0 => cleaned,
+        left_out => format!("…[{left_out} bytes before] {}", &cleaned[from..]),
+    }
 }
 
 /// Characters that would act on a terminal or a log line (C0 and C1
@@ -96,11 +98,14 @@ mod tests {
     fn last_words_keep_their_lines_and_their_end() {
         let said = "Traceback:\n  File \"app.py\"\x1b[2J\r\nValueError: bad\n";
         assert_eq!(
-            clean_tail(said, 100),
+            clean_tail(said, 0, 100),
             "Traceback:\n  File \"app.py\"\\u{1b}[2J\nValueError: bad"
         );
-        assert_eq!(clean_tail("abc\ndefä", 5), "…[4 bytes before] defä");
-        assert_eq!(clean_tail("abc\ndefä", 4), "…[5 bytes before] efä");
+        assert_eq!(clean_tail("abc\ndefä", 0, 5), "…[4 bytes before] defä");
+        assert_eq!(clean_tail("abc\ndefä", 0, 4), "…[5 bytes before] efä");
+        // Bytes never kept and bytes cut here make one marker.
+        assert_eq!(clean_tail("abc\ndefä", 10, 5), "…[14 bytes before] defä");
+        assert_eq!(clean_tail("defä", 10, 5), "…[10 bytes before] defä");
     }
 
     #[test]

@@ -151,7 +151,7 @@ fn refused(shown: &str, error: &wasm::Error) -> anyhow::Error {
         }
         wasm::Error::UnsupportedVersion { .. } => "; rebuild it against this host's wit/provider",
         wasm::Error::Link { .. } => {
-            "; it may import only what its world grants (log, clocks, random, and for infrastructure wasi:http)"
+            "; it may import only what its world grants (log, clocks, random, and for infrastructure wasi:http) and the WASI pieces toolchains link, served empty (cli, io, filesystem, sockets)"
         }
         _ => "",
     };
