@@ -46,27 +46,25 @@ def _u32(value, path):
     return value
 
 
-_FIELDS = {"endpoint": config.string}
-_OPTIONAL = {
-    "region": config.string,
-    "instanceType": config.string,
-    "failureDomains": config.strings,
-    "nodeLabels": config.string_map,
-    "controlPlaneHost": config.string,
-    "controlPlanePort": _port,
-    "pollSeconds": _u32,
-}
-
-
 def _nullable(read):
+    """``read``, or None for null."""
+
     def read_or_none(value, path):
         return None if value is None else read(value, path)
 
     return read_or_none
 
 
-for _name in ("instanceType", "controlPlaneHost", "controlPlanePort"):
-    _OPTIONAL[_name] = _nullable(_OPTIONAL[_name])
+_FIELDS = {"endpoint": config.string}
+_OPTIONAL = {
+    "region": config.string,
+    "instanceType": _nullable(config.string),
+    "failureDomains": config.strings,
+    "nodeLabels": config.string_map,
+    "controlPlaneHost": _nullable(config.string),
+    "controlPlanePort": _nullable(_port),
+    "pollSeconds": _u32,
+}
 
 
 class Config:
