@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod conformance;
 pub mod controllers;
 mod files;
 pub mod leader;

@@ -69,6 +69,7 @@ pub fn main() -> std::process::ExitCode {
         // kube logs each failed request on its own line; sim-cloud reports
         // them itself, with what it was doing.
         Command::SimCloud(_) => "info,kube_client::client::builder=off",
+        Command::Provider(args) if args.is_many_calls() => "error",
         _ => "info",
     };
     init_logging(cli.log_format, default_filter);

@@ -4,6 +4,8 @@
 pub mod ec2;
 mod guests;
 pub mod objects;
-pub mod requests;
+
+/// Requests into providers (the conformance scenarios' own).
+pub use crate::conformance::requests;
 
 pub use guests::{KUBEADM_JOIN_CONFIG, guest_path};

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::expect::Expect;
 use super::json;
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
@@ -95,6 +96,8 @@ pub struct Fixture {
     pub call: Call,
     /// Its `config`, if the call takes one.
     pub config: Option<Value>,
+    /// What `capwasm provider conformance` holds the call's outcome to.
+    pub expect: Option<Expect>,
 }
 
 /// Why a fixture cannot be used; says where, as a JSON path.
@@ -127,6 +130,8 @@ struct Envelope {
     call: CallName,
     #[serde(default)]
     request: Option<Value>,
+    #[serde(default)]
+    expect: Option<Expect>,
 }
 
 #[derive(Clone, Copy, Deserialize)]
@@ -153,75 +158,58 @@ pub fn parse(text: &str) -> Result<Fixture, FixtureError> {
     let request = envelope
         .request
         .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
-    Ok(match envelope.call {
+    let (call, config) = match envelope.call {
         CallName::Generate => {
             let r: json::GenerateRequest = decode(request)?;
             let config = Some(r.config.clone());
-            Fixture {
-                call: Call::Generate(r.into_wit()),
-                config,
-            }
+            (Call::Generate(r.into_wit()), config)
         }
         CallName::ReconcilePool => {
             let r: json::ReconcilePoolRequest = decode(request)?;
             let config = Some(r.config.clone());
-            Fixture {
-                call: Call::ReconcilePool(r.into_wit()),
-                config,
-            }
+            (Call::ReconcilePool(r.into_wit()), config)
         }
         CallName::DeletePool => {
             let r: json::DeletePoolRequest = decode(request)?;
             let config = Some(r.config.clone());
-            Fixture {
-                call: Call::DeletePool(r.into_wit()),
-                config,
-            }
+            (Call::DeletePool(r.into_wit()), config)
         }
         CallName::ReconcileCluster | CallName::DeleteCluster => {
             let r: json::ClusterRequest = decode(request)?;
             let config = Some(r.config.clone());
             let r = r.into_wit();
-            Fixture {
-                call: if matches!(envelope.call, CallName::ReconcileCluster) {
-                    Call::ReconcileCluster(r)
-                } else {
-                    Call::DeleteCluster(r)
-                },
-                config,
-            }
+            let call = if matches!(envelope.call, CallName::ReconcileCluster) {
+                Call::ReconcileCluster(r)
+            } else {
+                Call::DeleteCluster(r)
+            };
+            (call, config)
         }
         CallName::ProviderId => {
             let r: json::ProviderIdRequest = decode(request)?;
-            Fixture {
-                call: Call::ProviderId {
-                    config: r.config.to_string(),
-                    instance: r.instance.into(),
-                },
-                config: Some(r.config),
-            }
+            let call = Call::ProviderId {
+                config: r.config.to_string(),
+                instance: r.instance.into(),
+            };
+            (call, Some(r.config))
         }
         CallName::Owns => {
             let r: json::OwnsRequest = decode(request)?;
-            Fixture {
-                call: Call::Owns(r.provider_id),
-                config: None,
-            }
+            (Call::Owns(r.provider_id), None)
         }
         CallName::Info => {
             let json::NoArguments {} = decode(request)?;
-            Fixture {
-                call: Call::Info,
-                config: None,
-            }
+            (Call::Info, None)
         }
         CallName::ConfigSchema => {
             let json::NoArguments {} = decode(request)?;
-            Fixture {
-                call: Call::ConfigSchema,
-                config: None,
-            }
+            (Call::ConfigSchema, None)
         }
+    };
+    Ok(Fixture {
+        call,
+        config,
+        expect: envelope.expect,
     })
 }
 

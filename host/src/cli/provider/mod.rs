@@ -1,5 +1,7 @@
 //! `capwasm provider`: a provider component on its own, without a cluster.
 
+mod conformance;
+mod expect;
 mod fixture;
 mod inspect;
 mod json;
@@ -32,9 +34,21 @@ enum Command {
     /// Make one call into a component from a request fixture, and print its
     /// result or its error.
     Test(test::Args),
+    /// Hold a component to what capwasm's own providers are tested for: its
+    /// world's scenarios (infrastructure: against a simulated cloud it
+    /// starts) and request fixtures with expected outcomes.
+    Conformance(conformance::Args),
     /// Check a component as the operator would load it and push it to an
     /// OCI registry in the Wasm artifact layout; prints the digest to pin.
     Push(push::Args),
+}
+
+impl Args {
+    /// Whether the command makes many calls, whose guests' info logs would
+    /// bury its own lines.
+    pub(super) fn is_many_calls(&self) -> bool {
+        matches!(self.command, Command::Conformance(_))
+    }
 }
 
 pub fn run(args: &Args) -> anyhow::Result<Exit> {
@@ -42,6 +56,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         Command::Inspect(args) => inspect::run(args).map(|()| Exit::Success),
         Command::Test(args) => test::run(args),
         Command::Push(args) => push::run(args).map(|()| Exit::Success),
+        Command::Conformance(args) => conformance::run(args),
     }
 }
 

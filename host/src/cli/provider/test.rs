@@ -11,14 +11,17 @@ use serde::Serialize;
 use super::fixture::{self, Call};
 use super::{LimitArgs, Loaded, json, load};
 use crate::cli::Exit;
+use crate::conformance::said;
 use crate::wasm::types::ProviderError;
-use crate::wasm::{CallError, Capabilities, MemoryBound, PrecompiledCache};
+use crate::wasm::{
+    CallError, Capabilities, LoadedProvider, MemoryBound, PrecompiledCache, Runtime,
+};
 
 /// Exit codes besides 0 (the call returned a result), 1 (bad input: a
 /// missing or unusable file, a bad fixture, a call the component's world
 /// lacks) and 2 (bad flags). Documented in `--help` by [`AFTER_HELP`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
+pub(super) enum Verdict {
     /// The provider's `retry-after` error.
     RetryAfter = 10,
     /// The provider's `terminal` error.
@@ -150,11 +153,18 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
 
 /// Makes the call; the result as JSON.
 fn call(loaded: &Loaded, call: Call) -> Result<serde_json::Value, CallError> {
-    loaded.executor.block_on(make(loaded, call))
+    loaded
+        .executor
+        .block_on(make(&loaded.runtime, &loaded.provider, call))
 }
 
-async fn make(loaded: &Loaded, call: Call) -> Result<serde_json::Value, CallError> {
-    let (runtime, name) = (&loaded.runtime, loaded.provider.name());
+/// Makes the call into `provider`, in service in `runtime`; the result as JSON.
+pub(super) async fn make(
+    runtime: &Runtime,
+    provider: &LoadedProvider,
+    call: Call,
+) -> Result<serde_json::Value, CallError> {
+    let name = provider.name();
     match call {
         Call::Generate(r) => runtime
             .generate(name, &r)
@@ -189,7 +199,7 @@ async fn make(loaded: &Loaded, call: Call) -> Result<serde_json::Value, CallErro
             .await
             .map(|i| to_json(&json::ProviderInfo::from(i))),
         // What the export returned when the component was loaded (and checked).
-        Call::ConfigSchema => Ok(loaded.provider.config_schema.json().clone()),
+        Call::ConfigSchema => Ok(provider.config_schema.json().clone()),
     }
 }
 
@@ -219,22 +229,16 @@ fn verdict(error: &CallError) -> anyhow::Result<Exit> {
 
 /// The one line and exit code of an outcome that is the provider's or the
 /// sandbox's answer; `None` for a failure to make the call at all.
-fn describe(error: &CallError) -> Option<(String, Verdict)> {
+pub(super) fn describe(error: &CallError) -> Option<(String, Verdict)> {
     Some(match error {
-        CallError::Provider { error, .. } => match error {
-            ProviderError::RetryAfter(e) => (
-                format!("retry after {}s: {}", e.seconds, e.message),
-                Verdict::RetryAfter,
-            ),
-            ProviderError::Terminal(e) => (
-                format!("terminal ({}): {}", e.reason, e.message),
-                Verdict::Terminal,
-            ),
-            ProviderError::InvalidConfig(e) => (
-                format!("invalid config at {}: {}", e.path, e.message),
-                Verdict::InvalidConfig,
-            ),
-        },
+        CallError::Provider { error, .. } => (
+            said(error),
+            match error {
+                ProviderError::RetryAfter(_) => Verdict::RetryAfter,
+                ProviderError::Terminal(_) => Verdict::Terminal,
+                ProviderError::InvalidConfig(_) => Verdict::InvalidConfig,
+            },
+        ),
         CallError::CredentialsRejected {
             host,
             status,

@@ -1,4 +1,5 @@
-//! Requests into providers, as the controllers will build them.
+//! Requests into providers, as the controllers build them: valid values
+//! by default, each changed by the scenario that needs something else.
 
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
