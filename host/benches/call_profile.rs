@@ -8,9 +8,10 @@
 //! ```
 //!
 //! Arguments: the export (`generate` or `info`, default `generate`), the
-//! number of calls (default 20000) and of pool slots (default as in
+//! number of calls (default 20000), of pool slots (default as in
 //! production; valgrind cannot reserve the address space of many, so give
-//! it 1). Needs `make guests`.
+//! it 1) and the bootstrap component (default `kubeadm_bootstrap.wasm`;
+//! `python-kubeadm-bootstrap.wasm` for the Python one). Needs `make guests`.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -29,6 +30,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(slots) = args.next() {
         settings.max_instances = slots.parse()?;
     }
+    let component = args
+        .next()
+        .unwrap_or_else(|| "kubeadm_bootstrap.wasm".to_owned());
 
     // Calls are futures polled where they are awaited: here, on this thread.
     let executor = tokio::runtime::Builder::new_current_thread()
@@ -37,7 +41,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = Runtime::new(settings, None)?;
     let loaded = executor.block_on(runtime.load(ProviderSpec {
         name: String::from("kubeadm"),
-        source: ProviderSource::File(guest_path("kubeadm_bootstrap.wasm")),
+        source: ProviderSource::File(guest_path(&component)),
         sha256: None,
         limits: Limits::default(),
         capabilities: Capabilities::default(),

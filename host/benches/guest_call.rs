@@ -33,7 +33,7 @@ struct Language {
     idle_providers: usize,
 }
 
-const LANGUAGES: [Language; 2] = [
+const LANGUAGES: [Language; 3] = [
     Language {
         name: "rust",
         file: "kubeadm_bootstrap.wasm",
@@ -45,6 +45,14 @@ const LANGUAGES: [Language; 2] = [
     Language {
         name: "python",
         file: "python-kubeadm-bootstrap.wasm",
+        calls: 500,
+        warmup: 50,
+        loads: 3,
+        idle_providers: 5,
+    },
+    Language {
+        name: "js",
+        file: "js-kubeadm-bootstrap.wasm",
         calls: 500,
         warmup: 50,
         loads: 3,

@@ -1,8 +1,8 @@
 //! `capwasm provider conformance`, run as a provider author would: every
 //! implementation of sim-infrastructure passes the infrastructure world's
-//! scenarios and both kubeadm-bootstrap implementations meet the example
-//! fixtures' expectations, while providers that behave otherwise fail, each
-//! check saying why.
+//! scenarios and every kubeadm-bootstrap implementation (Rust, Python,
+//! TypeScript) meets the example fixtures' expectations, while providers
+//! that behave otherwise fail, each check saying why.
 
 mod support;
 
@@ -74,9 +74,13 @@ async fn a_provider_that_does_not_provision_as_sim_infrastructure_fails_each_sce
 }
 
 #[tokio::test]
-async fn both_kubeadm_bootstrap_implementations_meet_the_example_fixtures() {
+async fn every_kubeadm_bootstrap_implementation_meets_the_example_fixtures() {
     let fixtures = example("");
-    for component in ["kubeadm_bootstrap.wasm", "python-kubeadm-bootstrap.wasm"] {
+    for component in [
+        "kubeadm_bootstrap.wasm",
+        "python-kubeadm-bootstrap.wasm",
+        "js-kubeadm-bootstrap.wasm",
+    ] {
         let output = conformance(component, &["--fixtures", fixtures.to_str().unwrap()]).await;
         assert_exit(&output, 0);
         let passed = checks(&output, "ok    ");

@@ -4,9 +4,11 @@
 // retry-after while bootstrap data is missing).
 
 import {
-  InvalidConfig, RetryAfter, Terminal, ROOT, bearer, encodeComponent, integer, isBaseUrl, log,
-  nullable, parseObject, providerCall, request, string, stringMap, strings,
-} from '../sdk/capwasm-provider.js';
+  InvalidConfig, RetryAfter, Terminal, ROOT, integer, nullable, parseObject, string, stringMap, strings,
+} from '../sdk/capwasm-provider.ts';
+import { providerCall } from '../sdk/exports.ts';
+import { bearer, encodeComponent, isBaseUrl, request } from '../sdk/http.ts';
+import { log } from '../sdk/log.ts';
 import SCHEMA from './schema.json';
 
 const DEFAULT_REGION = 'local-1';
@@ -36,7 +38,7 @@ function parseConfig(text) {
     region: f.region ?? DEFAULT_REGION,
     instanceType: f.instanceType ?? null,
     failureDomains: f.failureDomains ?? [],
-    nodeLabels: f.nodeLabels ?? {},
+    nodeLabels: f.nodeLabels ?? new Map(),
     controlPlaneHost: f.controlPlaneHost ?? null,
     controlPlanePort: f.controlPlanePort ?? null,
     pollSeconds: f.pollSeconds ?? 10,
@@ -59,7 +61,7 @@ function parseConfig(text) {
     seen.add(domain);
   });
   const bytes = (s) => new TextEncoder().encode(s).length;
-  for (const [key, value] of Object.entries(c.nodeLabels)) {
+  for (const [key, value] of c.nodeLabels) {
     if (key === '' || bytes(key) > 317 || bytes(value) > 63) {
       throw new InvalidConfig(ROOT.key('nodeLabels').key(key), 'label keys must be 1-317 characters and values at most 63');
     }
@@ -211,7 +213,7 @@ export const machinePools = {
         bootstrapData: btoa(String.fromCharCode(...r.bootstrapData.value)),
         bootstrapFormat: r.bootstrapData.format,
         failureDomain: domains.length ? domains[ordinal % domains.length] : null,
-        nodeLabels: c.nodeLabels,
+        nodeLabels: Object.fromEntries(c.nodeLabels),
         instanceType: c.instanceType,
       });
       log.info(created ? 'created instance' : 'found the instance an earlier call created', { pool: name, instance: instance.id, ordinal });

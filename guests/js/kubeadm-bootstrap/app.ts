@@ -1,0 +1,22 @@
+// The kubeadm bootstrap provider in TypeScript: the same config schema and
+// the same cloud-config as the Rust `kubeadm-bootstrap`, on componentize-js.
+
+import type * as World from 'capwasm:provider/bootstrap-provider@0.1.0';
+
+import { providerCall } from '../sdk/exports.ts';
+import { log } from '../sdk/log.ts';
+import { parse, render } from './kubeadm.ts';
+import SCHEMA from './schema.json';
+
+export const info: typeof World.info = () => ({ name: 'kubeadm-bootstrap-js', version: '0.1.0' });
+
+export const configSchema: typeof World.configSchema = () => SCHEMA;
+
+export const bootstrap: typeof World.bootstrap = {
+  generate: providerCall((request) => {
+    const config = parse(request.config);
+    const cloudConfig = render(config, request.cluster);
+    log.info('rendered kubeadm cloud-config', { mode: config.mode, owner: request.ownerName });
+    return { format: 'cloud-config', value: new TextEncoder().encode(cloudConfig) };
+  }),
+};
