@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use capwasm::conformance::Subject;
-use capwasm::conformance::infrastructure::{self, REGION, cloud, config, instant, token};
+use capwasm::conformance::infrastructure::{REGION, cloud, config, instant, token};
 use capwasm::simcloud::Settings;
 use capwasm::testing::requests;
 use capwasm::wasm::machine_pools::{PoolState, ReconcileRequest};
@@ -203,17 +203,15 @@ fn is_ready(node: Option<&Node>) -> bool {
         })
 }
 
-/// Each scenario as a test against each implementation: the conformance
-/// suite's by name, and this file's own.
-macro_rules! conformance {
-    (suite: [$($scenario:ident),* $(,)?], own: [$($own:ident),* $(,)?] $(,)?) => {
-        /// The suite's scenarios run here, to check that none is left out.
-        const SUITE: &[&str] = &[$(stringify!($scenario)),*];
-        conformance!(@each rust, RUST, [$($scenario),*], [$($own),*]);
-        conformance!(@each python, PYTHON, [$($scenario),*], [$($own),*]);
-        conformance!(@each js, JS, [$($scenario),*], [$($own),*]);
+/// Each scenario of the conformance suite, and this file's own, as a test
+/// against each implementation.
+macro_rules! each_implementation {
+    ($($scenario:ident),* $(,)?) => {
+        each_implementation!(@in rust, RUST, [$($scenario),*]);
+        each_implementation!(@in python, PYTHON, [$($scenario),*]);
+        each_implementation!(@in js, JS, [$($scenario),*]);
     };
-    (@each $language:ident, $component:ident, [$($scenario:ident),*], [$($own:ident),*]) => {
+    (@in $language:ident, $component:ident, [$($scenario:ident),*]) => {
         mod $language {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,37 +221,17 @@ macro_rules! conformance {
                     Ok(())
                 }
             )*
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $own() -> anyhow::Result<()> {
-                    super::$own(super::$component).await
-                }
-            )*
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn running_instances_register_ready_nodes_that_go_when_they_terminate()
+            -> anyhow::Result<()> {
+                super::running_instances_register_ready_nodes_that_go_when_they_terminate(
+                    super::$component,
+                )
+                .await
+            }
         }
     };
 }
 
-conformance!(
-    suite: [
-        scale_up_creates_sim_instances_and_pool_is_ready_once_they_run,
-        reconcile_creates_nothing_when_repeated_with_the_recorded_instances,
-        reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances,
-        scale_down_terminates_the_highest_ordinals,
-        delete_is_done_once_the_cloud_has_no_instance_of_the_pool,
-        cloud_requires_the_bearer_token_from_credentials_when_configured,
-        reconcile_asks_to_retry_when_bootstrap_data_is_missing,
-        instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join,
-        reconcile_asks_to_retry_when_the_cloud_is_full,
-        reconcile_asks_to_retry_when_the_cloud_is_down,
-        reconcile_is_denied_when_the_endpoint_host_is_not_allowed,
-        reconcile_cluster_reports_endpoint_and_failure_domains_from_config,
-        provider_ids_are_derived_from_config_and_owned_by_scheme,
-    ],
-    own: [running_instances_register_ready_nodes_that_go_when_they_terminate],
-);
-
-#[test]
-fn every_scenario_of_the_suite_runs_for_each_implementation() {
-    let suite: Vec<_> = infrastructure::SCENARIOS.iter().map(|s| s.name).collect();
-    assert_eq!(SUITE, suite.as_slice());
-}
+capwasm::infrastructure_scenarios!(each_implementation);

@@ -9,10 +9,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{
-    Failure, Scenario, Subject, ensure, ensure_eq, expect_retry_after, expect_terminal, requests,
+    Failure, Provider, Scenario, Subject, ensure, ensure_eq, expect_retry_after, expect_terminal,
+    requests,
 };
 use crate::simcloud::{InstanceRecord, InstanceState, RunningSimCloud, Settings, SimCloud};
-use crate::wasm::machine_pools::PoolState;
+use crate::wasm::machine_pools::{PoolState, ReconcileRequest};
 use crate::wasm::types::{self, BootstrapData, BootstrapFormat, Credential, DeleteOutcome};
 use crate::wasm::{CallError, Capabilities, HostAuth, Scheme};
 
@@ -22,6 +23,30 @@ pub const REGION: &str = "local-1";
 pub const POOL: &str = "default/pool-a";
 /// How long the cloud may take to reach what a scenario waits for.
 const WAIT: Duration = Duration::from_secs(30);
+
+/// Calls the macro `$then` with the name of every scenario, in the order
+/// they run: what [`SCENARIOS`] is made of, and what a test suite makes one
+/// test per scenario of.
+#[macro_export]
+macro_rules! infrastructure_scenarios {
+    ($then:ident) => {
+        $then!(
+            scale_up_creates_sim_instances_and_pool_is_ready_once_they_run,
+            reconcile_creates_nothing_when_repeated_with_the_recorded_instances,
+            reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances,
+            scale_down_terminates_the_highest_ordinals,
+            delete_is_done_once_the_cloud_has_no_instance_of_the_pool,
+            cloud_requires_the_bearer_token_from_credentials_when_configured,
+            reconcile_asks_to_retry_when_bootstrap_data_is_missing,
+            instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join,
+            reconcile_asks_to_retry_when_the_cloud_is_full,
+            reconcile_asks_to_retry_when_the_cloud_is_down,
+            reconcile_is_denied_when_the_endpoint_host_is_not_allowed,
+            reconcile_cluster_reports_endpoint_and_failure_domains_from_config,
+            provider_ids_are_derived_from_config_and_owned_by_scheme,
+        );
+    };
+}
 
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
@@ -33,21 +58,7 @@ macro_rules! scenarios {
     };
 }
 
-scenarios!(
-    scale_up_creates_sim_instances_and_pool_is_ready_once_they_run,
-    reconcile_creates_nothing_when_repeated_with_the_recorded_instances,
-    reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances,
-    scale_down_terminates_the_highest_ordinals,
-    delete_is_done_once_the_cloud_has_no_instance_of_the_pool,
-    cloud_requires_the_bearer_token_from_credentials_when_configured,
-    reconcile_asks_to_retry_when_bootstrap_data_is_missing,
-    instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join,
-    reconcile_asks_to_retry_when_the_cloud_is_full,
-    reconcile_asks_to_retry_when_the_cloud_is_down,
-    reconcile_is_denied_when_the_endpoint_host_is_not_allowed,
-    reconcile_cluster_reports_endpoint_and_failure_domains_from_config,
-    provider_ids_are_derived_from_config_and_owned_by_scheme,
-);
+crate::infrastructure_scenarios!(scenarios);
 
 /// The simulated cloud with `settings`, on an ephemeral loopback port.
 pub async fn cloud(settings: Settings) -> Result<RunningSimCloud, Failure> {
@@ -82,6 +93,19 @@ fn loopback() -> Capabilities {
         allowed_hosts: vec!["127.0.0.1".into()],
         ..Capabilities::default()
     }
+}
+
+/// A simulated cloud with `settings`, the component allowed to reach it,
+/// and the request to reconcile [`POOL`] in it to `replicas`.
+async fn pool_on_cloud(
+    subject: &Subject,
+    settings: Settings,
+    replicas: u32,
+) -> Result<(RunningSimCloud, Provider<'_>, ReconcileRequest), Failure> {
+    let running = cloud(settings).await?;
+    let provider = subject.load(loopback()).await?;
+    let request = requests::reconcile_pool(&config(&running.endpoint()), replicas);
+    Ok((running, provider, request))
 }
 
 /// Waits until `done` holds for the instances of [`POOL`].
@@ -122,13 +146,15 @@ fn cloud_ids(cloud: &SimCloud) -> BTreeSet<String> {
 pub async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let running = cloud(Settings {
-        boot_delay: Duration::from_millis(100),
-        ..instant()
-    })
+    let (running, provider, mut request) = pool_on_cloud(
+        subject,
+        Settings {
+            boot_delay: Duration::from_millis(100),
+            ..instant()
+        },
+        3,
+    )
     .await?;
-    let provider = subject.load(loopback()).await?;
-    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
 
     let state = provider.reconcile(&request).await?;
     ensure_eq!(state.instances.len(), 3, "instances reported");
@@ -189,9 +215,7 @@ pub async fn scale_up_creates_sim_instances_and_pool_is_ready_once_they_run(
 pub async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let running = cloud(instant()).await?;
-    let provider = subject.load(loopback()).await?;
-    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+    let (running, provider, mut request) = pool_on_cloud(subject, instant(), 3).await?;
     let first = provider.reconcile(&request).await?;
 
     request.instances = first.instances.clone();
@@ -211,9 +235,7 @@ pub async fn reconcile_creates_nothing_when_repeated_with_the_recorded_instances
 pub async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let running = cloud(instant()).await?;
-    let provider = subject.load(loopback()).await?;
-    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
+    let (running, provider, mut request) = pool_on_cloud(subject, instant(), 3).await?;
     let first = provider.reconcile(&request).await?;
 
     let again = provider.reconcile(&request).await?;
@@ -254,13 +276,15 @@ pub async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_insta
 /// Scale 3 → 1 terminates ordinals 1 and 2 and keeps 0.
 pub async fn scale_down_terminates_the_highest_ordinals(subject: &Subject) -> Result<(), Failure> {
     // Terminating instances stay listed for the whole scenario.
-    let running = cloud(Settings {
-        termination_delay: Duration::from_secs(600),
-        ..instant()
-    })
+    let (running, provider, mut request) = pool_on_cloud(
+        subject,
+        Settings {
+            termination_delay: Duration::from_secs(600),
+            ..instant()
+        },
+        3,
+    )
     .await?;
-    let provider = subject.load(loopback()).await?;
-    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 3);
     let three = provider.reconcile(&request).await?;
 
     request.instances = three.instances;
@@ -415,9 +439,7 @@ pub async fn cloud_requires_the_bearer_token_from_credentials_when_configured(
 pub async fn reconcile_asks_to_retry_when_bootstrap_data_is_missing(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let running = cloud(instant()).await?;
-    let provider = subject.load(loopback()).await?;
-    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 2);
+    let (running, provider, mut request) = pool_on_cloud(subject, instant(), 2).await?;
     request.bootstrap_data = None;
 
     expect_retry_after(provider.reconcile(&request).await)?;
@@ -429,9 +451,7 @@ pub async fn reconcile_asks_to_retry_when_bootstrap_data_is_missing(
 pub async fn instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_join(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let running = cloud(instant()).await?;
-    let provider = subject.load(loopback()).await?;
-    let mut request = requests::reconcile_pool(&config(&running.endpoint()), 2);
+    let (running, provider, mut request) = pool_on_cloud(subject, instant(), 2).await?;
     request.bootstrap_data = Some(BootstrapData {
         format: BootstrapFormat::ShellScript,
         value: b"kubeadm join --no-interpreter-line\n".to_vec(),
@@ -463,13 +483,15 @@ pub async fn instances_end_failed_and_pool_not_ready_when_bootstrap_data_cannot_
 pub async fn reconcile_asks_to_retry_when_the_cloud_is_full(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let running = cloud(Settings {
-        max_instances: 2,
-        ..instant()
-    })
+    let (running, provider, request) = pool_on_cloud(
+        subject,
+        Settings {
+            max_instances: 2,
+            ..instant()
+        },
+        3,
+    )
     .await?;
-    let provider = subject.load(loopback()).await?;
-    let request = requests::reconcile_pool(&config(&running.endpoint()), 3);
 
     expect_retry_after(provider.reconcile(&request).await)?;
     ensure_eq!(

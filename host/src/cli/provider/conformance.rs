@@ -11,7 +11,7 @@ use anyhow::{Context as _, anyhow, bail};
 
 use super::expect::Observed;
 use super::fixture::{self, Fixture};
-use super::{LimitArgs, refused, test};
+use super::{SandboxArgs, refused, test};
 use crate::cli::Exit;
 use crate::conformance::{self, Failure, Outcome, Provider, Subject, infrastructure};
 use crate::report::error_chain;
@@ -58,14 +58,9 @@ pub struct Args {
     /// A directory of request fixtures with expected outcomes.
     #[arg(long, value_name = "DIR")]
     fixtures: Option<PathBuf>,
-    /// A host the fixtures' calls may reach over HTTP; repeatable.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    allow_hosts: Vec<String>,
-    /// Where compiled components are kept (by default, a directory removed afterwards).
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
+    // Without --cache-dir, compiled code goes to a directory removed afterwards.
     #[command(flatten)]
-    limits: LimitArgs,
+    sandbox: SandboxArgs,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -92,7 +87,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     };
     // Each scenario loads the component afresh; it compiles once.
     let temporary;
-    let cache_dir = if let Some(dir) = &args.cache_dir {
+    let cache_dir = if let Some(dir) = &args.sandbox.cache_dir {
         dir.as_path()
     } else {
         temporary = tempfile::tempdir().context("cannot make a directory for compiled code")?;
@@ -108,7 +103,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         &shown,
         Subject::new(
             bytes,
-            args.limits.limits(),
+            args.sandbox.limits.limits(),
             Some(PrecompiledCache::new(cache_dir)),
         )
         .map_err(|e| anyhow!("{e}"))?,
@@ -125,7 +120,7 @@ async fn check(
     // A fixture's credentials are the developer's own, handed to the guest.
     let provider = subject
         .load(Capabilities {
-            allowed_hosts: args.allow_hosts.clone(),
+            allowed_hosts: args.sandbox.allow_hosts.clone(),
             request_auth: Vec::new(),
             expose_credentials: true,
         })

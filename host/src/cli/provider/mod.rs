@@ -8,7 +8,7 @@ mod json;
 mod push;
 mod test;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::report::error_chain;
@@ -171,6 +171,23 @@ fn refused(shown: &str, error: &wasm::Error) -> anyhow::Error {
         _ => "",
     };
     anyhow::anyhow!("cannot load {shown}: {what}{hint}")
+}
+
+/// How a command runs the component: what it may reach, where its compiled
+/// code is kept, and the limits of each call.
+#[derive(Debug, clap::Args)]
+struct SandboxArgs {
+    /// A host (`host` or `host:port`) outgoing HTTP may reach; repeatable.
+    /// Without any, the component may make no HTTP requests at all.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Where compiled components are kept, so that the next run of the
+    /// same component does not compile it again (a Python provider takes
+    /// seconds to compile).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 /// `--memory-mib` and friends, as the operator's per-ProviderModule limits.

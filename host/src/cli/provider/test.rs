@@ -9,7 +9,7 @@ use anyhow::{Context as _, anyhow, bail};
 use serde::Serialize;
 
 use super::fixture::{self, Call};
-use super::{LimitArgs, Loaded, json, load};
+use super::{Loaded, SandboxArgs, json, load};
 use crate::cli::Exit;
 use crate::conformance::said;
 use crate::wasm::types::ProviderError;
@@ -90,17 +90,8 @@ pub struct Args {
     /// The request fixture (JSON; format below).
     #[arg(long, short, value_name = "REQUEST.json")]
     input: PathBuf,
-    /// A host (`host` or `host:port`) outgoing HTTP may reach; repeatable.
-    /// Without any, the component may make no HTTP requests at all.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    allow_hosts: Vec<String>,
-    /// Where compiled components are kept, so that the next test of the
-    /// same component does not compile it again (a Python provider takes
-    /// seconds to compile).
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
     #[command(flatten)]
-    limits: LimitArgs,
+    sandbox: SandboxArgs,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<Exit> {
@@ -113,12 +104,12 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     // A fixture's credentials are the developer's own: handed to the
     // guest as written, there being no Secret for the host to sign with.
     let capabilities = Capabilities {
-        allowed_hosts: args.allow_hosts.clone(),
+        allowed_hosts: args.sandbox.allow_hosts.clone(),
         request_auth: Vec::new(),
         expose_credentials: true,
     };
-    let cache = args.cache_dir.as_deref().map(PrecompiledCache::new);
-    let loaded = load(&args.file, args.limits.limits(), capabilities, cache)?;
+    let cache = args.sandbox.cache_dir.as_deref().map(PrecompiledCache::new);
+    let loaded = load(&args.file, args.sandbox.limits.limits(), capabilities, cache)?;
     // Before the config check: a config cannot make up for the wrong component.
     if let Some(world) = fixture.call.world()
         && world != loaded.provider.world
