@@ -1,8 +1,9 @@
 //! Providers in Python and JavaScript through the operator, as Rust ones:
 //! the Python kubeadm bootstrap provider brings a pool to Running with byte
 //! for byte the cloud-config the Rust one writes for its neighbour; a pool
-//! whose infrastructure is served by the Python or the JavaScript
-//! sim-infrastructure scales and is deleted with nothing left in the cloud;
+//! served by the Python providers alone, and one served by the TypeScript
+//! and JavaScript ones alone, scales and is deleted with nothing left in the
+//! cloud;
 //! a Python provider that raises leaves its traceback's last line in the
 //! condition.
 
@@ -20,7 +21,7 @@ use testenv::flows::{
 };
 
 /// Creates ProviderModule `<ns>-<name>` serving `file` in the bootstrap world.
-async fn python_module(scenario: &Scenario, name: &str, file: &str) -> String {
+async fn bootstrap_module(scenario: &Scenario, name: &str, file: &str) -> String {
     module_of(scenario, name, file, World::Bootstrap).await
 }
 
@@ -92,7 +93,7 @@ async fn pool(
 #[tokio::test]
 async fn a_pool_served_by_the_python_bootstrap_provider_reaches_running() {
     let scenario = Scenario::new("py-kubeadm").await;
-    let python = python_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
+    let python = bootstrap_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
     cluster(&scenario).await;
     let rust = &scenario.modules;
     let join: Value = serde_json::from_str(KUBEADM_JOIN_CONFIG).unwrap();
@@ -124,7 +125,7 @@ async fn a_pool_served_by_the_python_bootstrap_provider_reaches_running() {
 #[tokio::test]
 async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
     let scenario = Scenario::new("py-raise").await;
-    let hostile = python_module(&scenario, "hostile", "python-hostile.wasm").await;
+    let hostile = bootstrap_module(&scenario, "hostile", "python-hostile.wasm").await;
     cluster(&scenario).await;
     let bootstrap = (hostile.clone(), json!({"do": "raise"}));
     pool(
@@ -147,20 +148,30 @@ async fn a_python_provider_that_raises_names_its_exception_in_the_condition() {
 
 #[tokio::test]
 async fn a_pool_served_by_python_providers_alone_scales_and_goes() {
-    scales_and_goes("py-pool", "python-sim-infrastructure.wasm").await;
+    scales_and_goes(
+        "py-pool",
+        "python-kubeadm-bootstrap.wasm",
+        "python-sim-infrastructure.wasm",
+    )
+    .await;
 }
 
 #[tokio::test]
-async fn a_pool_served_by_the_javascript_infrastructure_provider_scales_and_goes() {
-    scales_and_goes("js-pool", "js-sim-infrastructure.wasm").await;
+async fn a_pool_served_by_typescript_and_javascript_providers_alone_scales_and_goes() {
+    scales_and_goes(
+        "js-pool",
+        "js-kubeadm-bootstrap.wasm",
+        "js-sim-infrastructure.wasm",
+    )
+    .await;
 }
 
-/// A pool bootstrapped by the Python provider, its infrastructure served by
-/// `infrastructure` (a sim-infrastructure component), to Running at 2, 3
-/// and 1, then deleted.
-async fn scales_and_goes(prefix: &str, infrastructure: &str) {
+/// A pool bootstrapped by `bootstrap` (a kubeadm-bootstrap component), its
+/// infrastructure served by `infrastructure` (a sim-infrastructure
+/// component), to Running at 2, 3 and 1, then deleted.
+async fn scales_and_goes(prefix: &str, bootstrap: &str, infrastructure: &str) {
     let scenario = Scenario::new(prefix).await;
-    let bootstrap = python_module(&scenario, "py", "python-kubeadm-bootstrap.wasm").await;
+    let bootstrap = bootstrap_module(&scenario, "langboot", bootstrap).await;
     let infrastructure =
         module_of(&scenario, "langsim", infrastructure, World::Infrastructure).await;
     cluster(&scenario).await;

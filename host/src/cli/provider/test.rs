@@ -109,7 +109,12 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         expose_credentials: true,
     };
     let cache = args.sandbox.cache_dir.as_deref().map(PrecompiledCache::new);
-    let loaded = load(&args.file, args.sandbox.limits.limits(), capabilities, cache)?;
+    let loaded = load(
+        &args.file,
+        args.sandbox.limits.limits(),
+        capabilities,
+        cache,
+    )?;
     // Before the config check: a config cannot make up for the wrong component.
     if let Some(world) = fixture.call.world()
         && world != loaded.provider.world
