@@ -307,6 +307,36 @@ mod infinite_loop {
         .await;
     }
 
+    /// One turn, five looping calls: three run to their deadline one after
+    /// another and throttle the provider; the two queued behind them are
+    /// refused when their turn comes instead of running to theirs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_queued_when_the_throttle_begins_are_refused_at_their_turn() {
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 1,
+            ..settings(None)
+        };
+        let (runtime, _metrics) = runtime_with_settings(COVERS, settings).await;
+        let request = requests::generate("{}");
+        let calls = (0..5).map(|_| runtime.generate(HOSTILE, &request));
+        let started = Instant::now();
+        let results = futures::future::join_all(calls).await;
+        let deadlines = results
+            .iter()
+            .filter(|r| matches!(r, Err(CallError::DeadlineExceeded { .. })))
+            .count();
+        let throttled = results
+            .iter()
+            .filter(|r| matches!(r, Err(CallError::Throttled { .. })))
+            .count();
+        assert_eq!((deadlines, throttled), (3, 2), "{results:?}");
+        assert!(
+            started.elapsed() < limits().deadline * 4,
+            "the last two ran no deadline: {:?}",
+            started.elapsed()
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_beyond_the_instance_slots_wait_for_one() {
         calls_beyond_two_wait(RuntimeSettings {

@@ -23,7 +23,10 @@ _CA_HASH = re.compile(r"sha256:[0-9a-fA-F]{64}\Z")
 _FLAG = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z")
 _DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
-_VERSION = re.compile(r"v?([0-9]+)\.([0-9]+)\.[0-9]+([-+].*)?\Z", re.DOTALL)
+# Rust's u32 parse takes a leading "+" for major and minor.
+_VERSION = re.compile(r"v?\+?([0-9]+)\.\+?([0-9]+)\.[0-9]+([-+].*)?\Z", re.DOTALL)
+# Rust's str::trim: Unicode White_Space (Python's strip adds \x1c-\x1f).
+_BLANK = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*\\Z")
 _U32_MAX = 0xFFFFFFFF
 
 _FIELDS = {"mode": config.one_of("join", "init"), "token": config.string}
@@ -97,7 +100,7 @@ def _validate(c):
             )
     for field in ("preKubeadmCommands", "postKubeadmCommands"):
         for i, command in enumerate(c[field]):
-            if not command.strip():
+            if _BLANK.match(command):
                 raise InvalidConfig(ROOT.key(field).index(i), "must not be empty")
 
 
@@ -132,10 +135,22 @@ def _kubeadm_api(version):
     return "v1beta3" if (major, minor) < (1, 31) else "v1beta4"
 
 
+_DEBUG_ESCAPES = {'"': '\\"', "\\": "\\\\", "\t": "\\t", "\r": "\\r", "\n": "\\n", "\0": "\\0"}
+
+
 def _debug(s):
-    # Rust's {:?} of a string, for the printable ASCII a version holds.
-    escaped = s.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+    # Rust's {:?} of a string, for ASCII and the C0/C1 controls (Rust also
+    # escapes some characters beyond: combining marks, invisible ones).
+    out = []
+    for c in s:
+        escape = _DEBUG_ESCAPES.get(c)
+        if escape is not None:
+            out.append(escape)
+        elif _is_control(c):
+            out.append(f"\\u{{{ord(c):x}}}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
 
 
 def authority(host, port):

@@ -84,6 +84,11 @@ class Config(unittest.TestCase):
     def test_refuses_blank_commands(self):
         self.assertEqual(self.refused_at(join(postKubeadmCommands=["ok", " "])), "$.postKubeadmCommands[1]")
 
+    def test_blank_is_rusts_white_space(self):
+        # Python's str.strip also strips \x1c-\x1f; Rust's trim does not.
+        kubeadm.parse(join(postKubeadmCommands=["\x1c"]))
+        self.assertEqual(self.refused_at(join(preKubeadmCommands=["\u3000\x85"])), "$.preKubeadmCommands[0]")
+
 
 class Render(unittest.TestCase):
     def test_waits_for_the_control_plane_endpoint(self):
@@ -95,6 +100,16 @@ class Render(unittest.TestCase):
         with self.assertRaises(Terminal) as refused:
             kubeadm.render(kubeadm.parse(join()), {**CLUSTER, "kubernetes_version": "1.31"})
         self.assertEqual(refused.exception.reason, "InvalidKubernetesVersion")
+
+    def test_says_an_unreadable_version_as_rust_debug_does(self):
+        with self.assertRaises(Terminal) as refused:
+            kubeadm.render(kubeadm.parse(join()), {**CLUSTER, "kubernetes_version": 'v1\t"x\x1b'})
+        self.assertIn('version "v1\\t\\"x\\u{1b}" is not', refused.exception.message)
+
+    def test_reads_versions_as_rust_does(self):
+        # A leading "+" is what Rust's u32 parse accepts.
+        text = kubeadm.render(kubeadm.parse(join()), {**CLUSTER, "kubernetes_version": "+1.+30.0"})
+        self.assertIn('apiVersion: "kubeadm.k8s.io/v1beta3"', text)
 
     def test_speaks_v1beta3_to_kubernetes_before_1_31(self):
         config = kubeadm.parse(join(kubeletExtraArgs={"max-pods": "50"}))

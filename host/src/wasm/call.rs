@@ -157,6 +157,9 @@ async fn bounded<R>(
     let _turn = share.turn().await.ok_or_else(shutting_down)?;
     let _slot = host.slots.acquire().await.map_err(|_| shutting_down())?;
     drop(waiting);
+    // A throttle that began while this call waited refuses it now, or every
+    // call queued behind the provider's turns would still run to its deadline.
+    share.admit(callee.name, callee.digest)?;
     let deadline = callee.limits.deadline;
     let mut store = store(host, callee, share);
     // The outer error: no instance could be made.
