@@ -636,6 +636,7 @@ mod credential_dump {
             allowed_hosts: allowed.iter().map(|h| (*h).to_owned()).collect(),
             request_auth: auth,
             expose_credentials: expose,
+            allowed_kinds: Vec::new(),
         }
     }
 

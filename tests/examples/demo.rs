@@ -293,7 +293,7 @@ async fn create_modules(client: &Client, registry: &Registry, key: &KeyPair) -> 
             .verified_by(&[&key.public_pem]);
         made.push(match world {
             World::Infrastructure => module.allowed_hosts(&["127.0.0.1"]),
-            World::Bootstrap => module,
+            World::Bootstrap | World::Platform => module,
         });
     }
     for module in made {

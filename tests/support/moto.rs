@@ -156,6 +156,6 @@ pub fn signed_capabilities(authority: &str, secret: &str) -> ModuleCapabilities 
             }),
             bearer: None,
         }],
-        expose_credentials_to_guest: false,
+        ..ModuleCapabilities::default()
     }
 }

@@ -1,4 +1,4 @@
-//! Bindings generated from `wit/provider`: the only `wit_bindgen::generate!`
+//! Bindings generated from `wit/provider` and `wit/platform`: the only `wit_bindgen::generate!`
 //! calls among the guests.
 //!
 //! The infrastructure world is generated first and owns every imported
@@ -35,6 +35,22 @@ pub mod bootstrap {
             "wasi:clocks/wall-clock@0.2.12": crate::bindings::infrastructure::wasi::clocks::wall_clock,
             "wasi:random/random@0.2.12": crate::bindings::infrastructure::wasi::random::random,
             "wasi:io/poll@0.2.12": crate::bindings::infrastructure::wasi::io::poll,
+        },
+    });
+}
+
+/// The `platform-provider` world (package `capwasm:platform`); its imports
+/// are the ones above.
+pub mod platform {
+    wit_bindgen::generate!({
+        world: "platform-provider",
+        path: "../../wit/platform",
+        pub_export_macro: true,
+        export_macro_name: "export_platform_world",
+        default_bindings_module: "$crate::bindings::platform",
+        with: {
+            "capwasm:provider/types@0.1.0": crate::bindings::infrastructure::capwasm::provider::types,
+            "capwasm:provider/log@0.1.0": crate::bindings::infrastructure::capwasm::provider::log,
         },
     });
 }

@@ -67,6 +67,7 @@ pub mod config;
 pub mod http;
 pub mod infrastructure;
 pub mod log;
+pub mod platform;
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub mod runtime;

@@ -15,8 +15,8 @@ use kube::CustomResourceExt;
 use kube::core::crd::{MergeError, merge_crds};
 
 use super::{
-    Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
-    v1beta1,
+    Cluster, ClusterTemplate, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig,
+    WasmCluster, WasmMachinePool, v1beta1,
 };
 
 /// Where the API server sends the `ConversionReview`s of Cluster and MachinePool.
@@ -144,6 +144,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         WasmMachinePool::crd(),
         WasmCluster::crd(),
         ProviderModule::crd(),
+        PlatformCluster::crd(),
+        ClusterTemplate::crd(),
     ]
 }
 

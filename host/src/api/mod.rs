@@ -1,7 +1,8 @@
 //! The Kubernetes API capwasm serves and reads: the Cluster API core kinds
 //! `Cluster` and `MachinePool` (`cluster.x-k8s.io/v1beta2`, upstream field
 //! names and semantics), the generic Wasm provider kinds, and
-//! `ProviderModule`. The names of finalizers, labels, annotations and field
+//! `ProviderModule`, and the platform kinds `PlatformCluster` and
+//! `ClusterTemplate`. The names of finalizers, labels, annotations and field
 //! managers live here, next to the types they belong to. `v1beta1` holds the
 //! deprecated version of Cluster and MachinePool and its conversion.
 
@@ -9,6 +10,7 @@ pub mod cluster;
 pub mod conditions;
 mod crds;
 pub mod machinepool;
+pub mod platform;
 pub mod provider;
 pub mod providermodule;
 mod refs;
@@ -23,6 +25,7 @@ pub use crds::{
     to_yaml as crds_yaml, with_conversion_webhook, with_v1beta1 as crds_with_v1beta1,
 };
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
+pub use platform::{ClusterTemplate, PlatformCluster};
 pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 pub use providermodule::ProviderModule;
 pub use refs::{ApiEndpoint, ContractVersionedObjectReference};

@@ -345,7 +345,7 @@ pub struct ServedBy {
 }
 
 /// A JSON object of any shape: the provider's schema, not the CRD's, validates it.
-fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,

@@ -6,10 +6,12 @@ use serde::Serialize;
 
 use super::cluster::ClusterStatus;
 use super::machinepool::MachinePoolStatus;
+use super::platform::PlatformClusterStatus;
 use super::provider::{WasmBootstrapConfigStatus, WasmClusterStatus, WasmMachinePoolStatus};
 use super::providermodule::ProviderModuleStatus;
 use super::{
-    Cluster, MachinePool, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool,
+    Cluster, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig, WasmCluster,
+    WasmMachinePool,
 };
 
 /// A status a controller computes and writes in one apply.
@@ -74,4 +76,6 @@ object_status! {
         generation: common.observed_generation, phase: |_| None;
     WasmCluster => WasmClusterStatus, conditions: common.conditions,
         generation: common.observed_generation, phase: |_| None;
+    PlatformCluster => PlatformClusterStatus, conditions: conditions,
+        generation: observed_generation, phase: |s| s.phase.as_deref();
 }

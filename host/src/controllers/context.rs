@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 
-use crate::api::{Cluster, MachinePool, Reason};
+use crate::api::{Cluster, MachinePool, PlatformCluster, Reason};
 use crate::wasm::{Limits, Runtime};
 use crate::workload::WorkloadClusters;
 
@@ -119,6 +119,8 @@ pub struct Context {
     pub workload: WorkloadClusters,
     /// The answers to our writes the caches have not shown yet.
     pub own_writes: Arc<OwnWrites>,
+    /// The watches of the kinds platform clusters are made of.
+    pub platform: super::platform::Children,
     recorder: Recorder,
     backoff: Backoff,
 }
@@ -129,6 +131,8 @@ pub struct Triggers {
     pub pools: Box<dyn Stream<Item = ObjectRef<MachinePool>> + Send + Unpin>,
     /// Clusters owning or referencing a changed infrastructure or control-plane object.
     pub clusters: Box<dyn Stream<Item = ObjectRef<Cluster>> + Send + Unpin>,
+    /// PlatformClusters whose objects changed.
+    pub platforms: Box<dyn Stream<Item = ObjectRef<PlatformCluster>> + Send + Unpin>,
 }
 
 impl Context {
@@ -143,6 +147,7 @@ impl Context {
         let own_writes = Arc::new(OwnWrites::default());
         let (external, pools, clusters) =
             ExternalObjects::new(client.clone(), &caches, metrics.clone(), own_writes.clone());
+        let (platform, platforms) = super::platform::Children::new(client.clone());
         let reporter = Reporter {
             controller: "capwasm".into(),
             instance: settings.instance.clone(),
@@ -152,6 +157,7 @@ impl Context {
             external,
             schemas: ConfigSchemas::default(),
             own_writes,
+            platform,
             secrets: Secrets::new(client.clone()),
             backoff: Backoff::new(settings.backoff_first, settings.backoff_max),
             client,
@@ -161,7 +167,15 @@ impl Context {
             caches,
             workload,
         };
-        (Arc::new(context), Triggers { pools, clusters })
+        let platforms = Box::new(platforms);
+        (
+            Arc::new(context),
+            Triggers {
+                pools,
+                clusters,
+                platforms,
+            },
+        )
     }
 
     /// Publishes an Event about `object`: a Warning for reasons a person may

@@ -12,7 +12,8 @@ use kube::Api;
 use crate::api::Reason;
 use crate::api::providermodule::{ProviderModuleSpec, RequestAuth};
 use crate::wasm::{
-    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, Capabilities, HostAuth, Keys, Scheme, types,
+    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, Capabilities, HostAuth, Keys, ObjectKind, Scheme,
+    types,
 };
 
 use super::context::Context;
@@ -131,6 +132,14 @@ pub fn capabilities(spec: &ProviderModuleSpec) -> Capabilities {
         allowed_hosts: granted.allowed_hosts.clone(),
         request_auth: granted.request_auth.iter().filter_map(host_auth).collect(),
         expose_credentials: granted.expose_credentials_to_guest,
+        allowed_kinds: granted
+            .allowed_kinds
+            .iter()
+            .map(|k| ObjectKind {
+                group: k.group.clone(),
+                kind: k.kind.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -73,6 +73,9 @@ pub enum Error {
     /// No kubeconfig could be generated from the Cluster's CA Secret.
     #[error("cannot generate the kubeconfig")]
     Kubeconfig(#[source] crate::workload::generated::GenerateError),
+    /// A kind a platform cluster is made of cannot be read.
+    #[error("cannot read a platform cluster's objects")]
+    Children(#[source] super::platform::ChildError),
 }
 
 impl Error {
@@ -93,6 +96,7 @@ impl Error {
             Self::Kubeconfig(_) => Reason::KubeconfigInvalid,
             Self::Guest(e) => guest_reason(e),
             Self::Workload(_, e) => e.reason(),
+            Self::Children(_) => Reason::KindUnavailable,
         }
     }
 
@@ -108,6 +112,7 @@ impl Error {
             Self::Kubeconfig(_) => "kubeconfig",
             Self::Guest(e) => e.outcome(),
             Self::Workload(_, e) => e.metric_label(),
+            Self::Children(_) => "platform_kind",
         }
     }
 

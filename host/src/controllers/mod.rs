@@ -1,5 +1,5 @@
 //! The controllers: Cluster API's Cluster and MachinePool flows, the Wasm
-//! provider kinds, and ProviderModule. Every provider-specific step is a
+//! provider kinds, ProviderModule, and PlatformCluster. Every provider-specific step is a
 //! call into a component; everything else is here. Each controller is a
 //! kind reconciled by one frame ([`reconciler`]) from shared caches
 //! ([`cache`]).
@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod outcome;
 mod own_writes;
 mod paused;
+pub mod platform;
 pub mod provider;
 pub mod providermodule;
 pub mod reconciler;
@@ -65,25 +66,28 @@ pub async fn run(
 ) {
     let core = which == Controllers::All;
     let shutdown = shutdown.shared();
+    let Triggers {
+        clusters,
+        pools,
+        platforms,
+    } = triggers;
     // Subscriptions are taken before the caches run, so that each sees every object once.
-    let providers = futures::future::join4(
+    let providers = futures::future::join5(
         providermodule::run(ctx.clone(), shutdown.clone()),
         bootstrap::run(ctx.clone(), shutdown.clone()),
         infrastructure::run_machine_pools(ctx.clone(), shutdown.clone()),
         infrastructure::run_clusters(ctx.clone(), shutdown.clone()),
+        platform::run(ctx.clone(), platforms, shutdown.clone()),
     );
     let controllers = match which {
         Controllers::Providers => providers.map(drop).boxed(),
-        Controllers::All => {
-            let Triggers { clusters, pools } = triggers;
-            futures::future::join3(
-                providers,
-                cluster::run(ctx.clone(), clusters, shutdown.clone()),
-                machinepool::run(ctx.clone(), pools, nodes, shutdown.clone()),
-            )
-            .map(drop)
-            .boxed()
-        }
+        Controllers::All => futures::future::join3(
+            providers,
+            cluster::run(ctx.clone(), clusters, shutdown.clone()),
+            machinepool::run(ctx.clone(), pools, nodes, shutdown.clone()),
+        )
+        .map(drop)
+        .boxed(),
     };
     let caches = ctx.caches.run(&ctx.metrics, core);
     let started = async {

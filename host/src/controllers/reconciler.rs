@@ -105,6 +105,11 @@ pub trait Reconciler: HasStatus + Writable + Serialize {
         true
     }
 
+    /// Whether the object's own spec pauses it (kinds with `spec.paused`).
+    fn spec_paused(&self) -> bool {
+        false
+    }
+
     /// Labels and owner references the object must carry before anything
     /// runs; they go with the finalizer.
     fn required(scope: &Scope<Self>) -> Required {
@@ -295,7 +300,8 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
         return Ok(Action::await_change());
     }
 
-    if let Some(why) = super::paused::why(&*scope.object, scope.cluster.as_deref()) {
+    let spec_paused = scope.object.spec_paused();
+    if let Some(why) = super::paused::why(&*scope.object, scope.cluster.as_deref(), spec_paused) {
         scope.set(Desired::holds(ConditionType::Paused, Reason::Paused, why));
         write_status(&scope, ctx).await?;
         return Ok(Action::await_change());

@@ -63,17 +63,33 @@ where
     K: ProviderObject,
     K::Status: HasProviderStatus,
 {
-    futures::stream::unfold((installs, store), |(mut installs, store)| async move {
-        let objects = match installs.recv().await {
-            Ok(name) => served_by(&store, &name),
-            Err(broadcast::error::RecvError::Lagged(_)) => store
-                .state()
-                .iter()
-                .map(|o| ObjectRef::from_obj(&**o))
-                .collect(),
-            Err(broadcast::error::RecvError::Closed) => return None,
-        };
-        Some((futures::stream::iter(objects), (installs, store)))
+    installed_by(installs, store, served_by)
+}
+
+/// [`installed`] for any kind: `served` finds the objects a module serves.
+pub fn installed_by<K, F>(
+    installs: broadcast::Receiver<Arc<str>>,
+    store: Store<K>,
+    served: F,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    F: Fn(&Store<K>, &str) -> Vec<ObjectRef<K>> + Clone + Send + Sync + 'static,
+{
+    futures::stream::unfold((installs, store), move |(mut installs, store)| {
+        let served = served.clone();
+        async move {
+            let objects = match installs.recv().await {
+                Ok(name) => served(&store, &name),
+                Err(broadcast::error::RecvError::Lagged(_)) => store
+                    .state()
+                    .iter()
+                    .map(|o| ObjectRef::from_obj(&**o))
+                    .collect(),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            Some((futures::stream::iter(objects), (installs, store)))
+        }
     })
     .flatten()
 }

@@ -171,7 +171,8 @@ namespaced!(
     crate::api::MachinePool,
     crate::api::WasmBootstrapConfig,
     crate::api::WasmMachinePool,
-    crate::api::WasmCluster
+    crate::api::WasmCluster,
+    crate::api::PlatformCluster
 );
 
 impl Scoped for crate::api::ProviderModule {

@@ -21,6 +21,7 @@ pub fn signed_capabilities(authority: &str) -> Capabilities {
             },
         }],
         expose_credentials: false,
+        allowed_kinds: Vec::new(),
     }
 }
 

@@ -11,8 +11,8 @@ use crate::api::provider::{
     VERSION, WasmBootstrapConfigSpec, WasmClusterSpec, WasmMachinePoolSpec,
 };
 use crate::api::providermodule::{
-    ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource, OciSource,
-    ProviderModuleSpec, PublicKeySource, Verification, World,
+    AllowedKind, ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource,
+    OciSource, ProviderModuleSpec, PublicKeySource, Verification, World,
 };
 use crate::api::{
     ApiEndpoint, Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule,
@@ -327,6 +327,22 @@ impl ProviderModuleBuilder {
             .capabilities
             .get_or_insert_with(ModuleCapabilities::default)
             .allowed_hosts = hosts.iter().map(|h| (*h).to_owned()).collect();
+        self
+    }
+
+    /// Allowed to render `kinds` (`(group, kind)`; platform modules).
+    pub fn allowed_kinds(mut self, kinds: &[(&str, &str)]) -> Self {
+        self.0
+            .spec
+            .capabilities
+            .get_or_insert_with(ModuleCapabilities::default)
+            .allowed_kinds = kinds
+            .iter()
+            .map(|(group, kind)| AllowedKind {
+                group: (*group).to_owned(),
+                kind: (*kind).to_owned(),
+            })
+            .collect();
         self
     }
 

@@ -34,11 +34,25 @@ mod generated {
             },
         });
     }
+
+    pub mod platform_world {
+        wasmtime::component::bindgen!({
+            world: "platform-provider",
+            path: "../wit/platform",
+            require_store_data_send: true,
+            exports: { default: async },
+            with: {
+                "capwasm:provider/types": super::capwasm::provider::types,
+                "capwasm:provider/log": super::capwasm::provider::log,
+            },
+        });
+    }
 }
 
 pub(crate) use generated::InfrastructureProviderIndices;
 pub(crate) use generated::bootstrap_world::BootstrapProviderIndices;
 pub(crate) use generated::capwasm::provider::log;
+pub(crate) use generated::platform_world::PlatformProviderIndices;
 
 /// Where an exported interface's functions are, and loading them from an
 /// instance (which type-checks only that interface's functions).
@@ -47,6 +61,7 @@ pub(crate) mod interfaces {
     pub(crate) use super::generated::exports::capwasm::provider::clusters::GuestIndices as Clusters;
     pub(crate) use super::generated::exports::capwasm::provider::machine_pools::GuestIndices as MachinePools;
     pub(crate) use super::generated::exports::capwasm::provider::provider_ids::GuestIndices as ProviderIds;
+    pub(crate) use super::generated::platform_world::exports::capwasm::platform::composition::GuestIndices as Composition;
 }
 
 /// Types shared by every interface: identities, errors, instances.
@@ -70,5 +85,13 @@ pub mod machine_pools {
 pub mod clusters {
     pub use super::generated::exports::capwasm::provider::clusters::{
         ClusterRequest, ClusterState, FailureDomain,
+    };
+}
+
+/// The composition interface's request and result types (platform world).
+pub mod composition {
+    pub use super::generated::platform_world::exports::capwasm::platform::composition::{
+        ClusterSummary, Condition, ConditionStatus, GeneratedSecret, NodeGroupSummary, NodeSummary,
+        Phase, RenderRequest, Rendered, StatusRequest, ValidateRequest, Verdict,
     };
 }

@@ -16,7 +16,9 @@ use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
 use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::{BootstrapProviderIndices, InfrastructureProviderIndices};
+use super::bindings::{
+    BootstrapProviderIndices, InfrastructureProviderIndices, PlatformProviderIndices,
+};
 use super::fairness::{self, Fairness, Share};
 use super::limits::{GuestMemory, MemoryBound};
 use super::metrics::{Held, Metrics};
@@ -251,6 +253,9 @@ pub(crate) async fn check_export_types(
                         .and_then(|i| i.load(&mut *store, instance))
                         .map(drop)
                 }
+                WorldExports::Platform(_) => PlatformProviderIndices::new(&pre.instance)
+                    .and_then(|i| i.load(&mut *store, instance))
+                    .map(drop),
             };
             Some(checked.map(Ok))
         },

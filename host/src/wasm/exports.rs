@@ -48,7 +48,7 @@ impl Runtime {
                             Err(error) => Err(error),
                         })
                     }
-                    WorldExports::Infrastructure(_) => None,
+                    WorldExports::Infrastructure(_) | WorldExports::Platform(_) => None,
                 },
             )
             .await?;
@@ -248,7 +248,7 @@ impl Runtime {
             export,
             async |store, instance, pre| match &pre.world {
                 WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_) => None,
+                WorldExports::Bootstrap(_) | WorldExports::Platform(_) => None,
             },
         )
         .await

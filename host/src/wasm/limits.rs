@@ -75,6 +75,8 @@ pub struct Capabilities {
     pub request_auth: Vec<HostAuth>,
     /// Whether calls hand the credentials to the guest too (weaker).
     pub expose_credentials: bool,
+    /// The kinds a platform provider may render.
+    pub allowed_kinds: Vec<super::ObjectKind>,
 }
 
 impl Capabilities {

@@ -34,7 +34,8 @@ impl Linkers {
     /// The linker of `world`.
     pub(crate) fn of(&self, world: World) -> &Linker<CallState> {
         match world {
-            World::Bootstrap => &self.bootstrap,
+            // Neither may reach the network.
+            World::Bootstrap | World::Platform => &self.bootstrap,
             World::Infrastructure => &self.infrastructure,
         }
     }

@@ -18,7 +18,7 @@ use super::linkers::Linkers;
 use super::provider::{Callee, LoadedProvider, ProviderPre};
 use super::schema::ConfigSchema;
 use super::world::World;
-use super::{CallError, Error, WIT_PACKAGE, call};
+use super::{CallError, Error, call};
 
 /// Where a component's bytes come from.
 #[derive(Clone, Debug)]
@@ -253,8 +253,7 @@ fn world_of(engine: &Engine, component: &Component) -> Result<World, Error> {
         .exports(engine)
         .map(|(name, _)| name.to_owned())
         .collect();
-    let supported_version = WIT_PACKAGE.rsplit_once('@').map_or("", |(_, v)| v);
-    for world in [World::Infrastructure, World::Bootstrap] {
+    for world in [World::Infrastructure, World::Bootstrap, World::Platform] {
         let Some(export) = exports
             .iter()
             .find(|e| e.split('@').next() == Some(world.marker()))
@@ -262,10 +261,11 @@ fn world_of(engine: &Engine, component: &Component) -> Result<World, Error> {
             continue;
         };
         let version = export.rsplit_once('@').map_or("", |(_, v)| v);
+        let (package, supported_version) = world.package().rsplit_once('@').unwrap_or_default();
         if !compatible(version, supported_version) {
             return Err(Error::UnsupportedVersion {
-                found: format!("capwasm:provider@{version}"),
-                supported: WIT_PACKAGE,
+                found: format!("{package}@{version}"),
+                supported: world.package(),
             });
         }
         return Ok(world);

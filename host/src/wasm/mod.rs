@@ -12,6 +12,7 @@ mod bindings;
 mod cache;
 mod call;
 pub mod checks;
+pub mod composed;
 mod credentials;
 mod engine;
 mod error;
@@ -22,6 +23,7 @@ mod limits;
 mod linkers;
 mod load;
 mod metrics;
+mod platform;
 mod provider;
 mod registry;
 mod runtime;
@@ -31,8 +33,9 @@ pub mod text;
 mod world;
 
 pub use bindings::types;
-pub use bindings::{bootstrap, clusters, machine_pools};
+pub use bindings::{bootstrap, clusters, composition, machine_pools};
 pub use cache::PrecompiledCache;
+pub use composed::ObjectKind;
 pub use error::{CallError, Error};
 pub use fairness::{THROTTLE_AFTER, Throttled};
 pub use host::auth::{AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AuthError, HostAuth, Keys, Scheme};
@@ -47,6 +50,10 @@ pub use world::World;
 /// The WIT package version this host implements. Components built against
 /// another major (for 0.x: another minor) version are refused.
 pub const WIT_PACKAGE: &str = "capwasm:provider@0.1.0";
+
+/// The WIT package of the platform world, versioned on its own so that
+/// adding it changed nothing for components of `capwasm:provider`.
+pub const PLATFORM_WIT_PACKAGE: &str = "capwasm:platform@0.1.0";
 
 /// `sha256:<hex>` of a component's bytes, as [`LoadedProvider::digest`] names it.
 pub fn digest_of(bytes: &[u8]) -> String {

@@ -68,6 +68,7 @@ pub(crate) struct ProviderPre {
 pub(crate) enum WorldExports {
     Bootstrap(interfaces::Bootstrap),
     Infrastructure(InfrastructureExports),
+    Platform(interfaces::Composition),
 }
 
 pub(crate) struct InfrastructureExports {
@@ -93,6 +94,7 @@ impl ProviderPre {
                 clusters: interfaces::Clusters::new(&instance)?,
                 provider_ids: interfaces::ProviderIds::new(&instance)?,
             }),
+            World::Platform => WorldExports::Platform(interfaces::Composition::new(&instance)?),
         };
         Ok(Self {
             instance,

@@ -1,10 +1,11 @@
-//! The provider worlds of the WIT package: which exports make a component
+//! The provider worlds of the WIT packages: which exports make a component
 //! one, and the name a ProviderModule gives it.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The provider worlds of the WIT package `capwasm:provider`.
+/// The provider worlds: two of the WIT package `capwasm:provider`, one of
+/// `capwasm:platform`.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub enum World {
@@ -13,6 +14,8 @@ pub enum World {
     Bootstrap,
     /// `infrastructure-provider`: serves WasmMachinePools and WasmClusters.
     Infrastructure,
+    /// `platform-provider` (`capwasm:platform`): composes PlatformClusters.
+    Platform,
 }
 
 impl World {
@@ -21,6 +24,7 @@ impl World {
         match self {
             Self::Bootstrap => "bootstrap-provider",
             Self::Infrastructure => "infrastructure-provider",
+            Self::Platform => "platform-provider",
         }
     }
 
@@ -62,7 +66,7 @@ impl World {
         ];
         const HTTP: &[&str] = &["wasi:http/types", "wasi:http/outgoing-handler"];
         let http = match self {
-            Self::Bootstrap => &[][..],
+            Self::Bootstrap | Self::Platform => &[][..],
             Self::Infrastructure => HTTP,
         };
         EVERY_WORLD.iter().chain(http).copied()
@@ -73,6 +77,15 @@ impl World {
         match self {
             Self::Bootstrap => "capwasm:provider/bootstrap",
             Self::Infrastructure => "capwasm:provider/machine-pools",
+            Self::Platform => "capwasm:platform/composition",
+        }
+    }
+
+    /// The WIT package (with the version this host implements) the world belongs to.
+    pub fn package(self) -> &'static str {
+        match self {
+            Self::Bootstrap | Self::Infrastructure => super::WIT_PACKAGE,
+            Self::Platform => super::PLATFORM_WIT_PACKAGE,
         }
     }
 }

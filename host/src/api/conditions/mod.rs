@@ -42,9 +42,34 @@ pub enum ConditionType {
     /// A ProviderModule's calls are refused for a while: they kept running
     /// into their deadline.
     Throttled,
+    /// A PlatformCluster's template exists, may be used, and its change
+    /// (if any) was allowed by the template's provider.
+    TemplateAccepted,
+    /// A PlatformCluster's objects are applied as its provider rendered them.
+    Composed,
 }
 
 impl ConditionType {
+    /// Every type capwasm writes.
+    pub const ALL: &[Self] = &[
+        Self::Ready,
+        Self::Available,
+        Self::Paused,
+        Self::BootstrapConfigReady,
+        Self::InfrastructureReady,
+        Self::ReplicasReady,
+        Self::ControlPlaneInitialized,
+        Self::Deleting,
+        Self::WorkersAvailable,
+        Self::ScalingUp,
+        Self::ScalingDown,
+        Self::CredentialsReady,
+        Self::SourceAvailable,
+        Self::Throttled,
+        Self::TemplateAccepted,
+        Self::Composed,
+    ];
+
     /// The upstream name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -62,6 +87,8 @@ impl ConditionType {
             Self::CredentialsReady => "CredentialsReady",
             Self::SourceAvailable => "SourceAvailable",
             Self::Throttled => "Throttled",
+            Self::TemplateAccepted => "TemplateAccepted",
+            Self::Composed => "Composed",
         }
     }
 }
@@ -141,14 +168,22 @@ pub fn set(conditions: &mut Vec<Condition>, desired: Desired, generation: Option
         message,
     } = desired;
     let message = crate::report::truncate(message, MAX_MESSAGE_BYTES);
-    let condition = Condition {
-        type_: type_.as_str().to_owned(),
-        status: status.as_str().to_owned(),
-        reason: reason.as_str().to_owned(),
-        message,
-        observed_generation: generation,
-        last_transition_time: now.clone(),
-    };
+    put(
+        conditions,
+        Condition {
+            type_: type_.as_str().to_owned(),
+            status: status.as_str().to_owned(),
+            reason: reason.as_str().to_owned(),
+            message,
+            observed_generation: generation,
+            last_transition_time: now.clone(),
+        },
+    );
+}
+
+/// Sets `condition` in `conditions`, keeping the `lastTransitionTime` of
+/// one of its type whose status it does not change.
+pub fn put(conditions: &mut Vec<Condition>, condition: Condition) {
     match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
         Some(existing) if existing.status == condition.status => {
             let since = existing.last_transition_time.clone();

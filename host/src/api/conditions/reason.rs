@@ -186,6 +186,27 @@ reasons! {
     PhaseChanged,
     /// A write to the API server failed.
     ApiError,
+    /// A PlatformCluster names a ClusterTemplate that does not exist.
+    TemplateNotFound,
+    /// A new PlatformCluster names a deprecated ClusterTemplate.
+    TemplateDeprecated,
+    /// The template's provider refused a change of the cluster's spec.
+    TemplateChangeRefused,
+    /// The template (and its change, if any) is accepted.
+    TemplateAccepted,
+    /// A PlatformCluster's spec breaks a rule (a node group with both a
+    /// count and bounds, say).
+    InvalidSpec,
+    /// The rendered objects are applied.
+    Composed,
+    /// A rendered kind cannot be watched (not served, cluster-scoped, not listable).
+    KindUnavailable,
+    /// A PlatformCluster stayed in a transitional phase past its template's timeout.
+    PhaseTimedOut,
+    /// A PlatformCluster waits for its CAPI Cluster to be gone.
+    WaitingForClusterDeletion,
+    /// A PlatformCluster waits for the rest of its objects to be gone.
+    WaitingForObjectsDeletion,
 }
 
 impl Reason {
@@ -233,6 +254,12 @@ impl Reason {
                 | Self::RolledBack
                 | Self::FailedSetNodeRef
                 | Self::ApiError
+                | Self::TemplateNotFound
+                | Self::TemplateDeprecated
+                | Self::TemplateChangeRefused
+                | Self::InvalidSpec
+                | Self::KindUnavailable
+                | Self::PhaseTimedOut
         )
     }
 }

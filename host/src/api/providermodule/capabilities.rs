@@ -33,6 +33,25 @@ pub struct ModuleCapabilities {
     /// authenticate in a way `requestAuth` does not offer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expose_credentials_to_guest: bool,
+    /// The kinds a platform provider may render (and the host apply, watch
+    /// and prune for it), only ever in the platform cluster's namespace.
+    /// None if empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub allowed_kinds: Vec<AllowedKind>,
+}
+
+/// A kind by API group and name.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedKind {
+    /// The API group (`cluster.x-k8s.io`); empty for the core group (`Secret`).
+    #[serde(default)]
+    #[schemars(length(max = 253))]
+    pub group: String,
+    /// The kind (`MachinePool`).
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
 }
 
 /// How requests to one host are authenticated: exactly one scheme.

@@ -13,7 +13,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use capabilities::{AwsSigV4, BearerToken, ModuleCapabilities, RequestAuth, SecretReference};
+pub use capabilities::{
+    AllowedKind, AwsSigV4, BearerToken, ModuleCapabilities, RequestAuth, SecretReference,
+};
 pub use limits::ModuleLimits;
 pub use rollout::{Rollout, RolloutStrategy};
 pub use source::{
@@ -77,7 +79,7 @@ pub const FIELD_MANAGER: &str = "capwasm-providermodule";
     {"rule": "!has(self.verification) || has(self.source.oci)", "message": "verification checks signatures stored in an OCI registry: it needs source.oci"},
 ]))]
 pub struct ProviderModuleSpec {
-    /// The WIT world the component implements: `bootstrap` or `infrastructure`.
+    /// The WIT world the component implements: `bootstrap`, `infrastructure` or `platform`.
     pub world: World,
 
     /// Where the component's bytes come from.

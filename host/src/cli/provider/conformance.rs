@@ -121,8 +121,8 @@ async fn check(
     let provider = subject
         .load(Capabilities {
             allowed_hosts: args.sandbox.allow_hosts.clone(),
-            request_auth: Vec::new(),
             expose_credentials: true,
+            ..Capabilities::default()
         })
         .await
         .map_err(|e| match e {
@@ -138,7 +138,7 @@ async fn check(
     }
     let scenarios: &'static [conformance::Scenario] = match world {
         World::Infrastructure => infrastructure::SCENARIOS,
-        World::Bootstrap => &[],
+        World::Bootstrap | World::Platform => &[],
     };
     let fixtures: Vec<_> = fixtures
         .into_iter()

@@ -105,8 +105,8 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     // guest as written, there being no Secret for the host to sign with.
     let capabilities = Capabilities {
         allowed_hosts: args.sandbox.allow_hosts.clone(),
-        request_auth: Vec::new(),
         expose_credentials: true,
+        ..Capabilities::default()
     };
     let cache = args.sandbox.cache_dir.as_deref().map(PrecompiledCache::new);
     let loaded = load(

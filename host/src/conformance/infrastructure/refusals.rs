@@ -37,7 +37,7 @@ pub async fn cloud_requires_the_bearer_token_from_credentials_when_configured(
                     token: "token".into(),
                 },
             }],
-            expose_credentials: false,
+            ..Capabilities::default()
         })
         .await?;
     request.credentials = vec![credential(b"wrong")];

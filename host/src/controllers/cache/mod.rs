@@ -32,8 +32,8 @@ pub use shared::{Cache, Events, Keep, Reader};
 use super::metrics::Metrics;
 use super::shard::{OfCluster, Shard};
 use crate::api::{
-    Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule, WasmBootstrapConfig,
-    WasmCluster, WasmMachinePool, labels,
+    Cluster, ClusterTemplate, ContractVersionedObjectReference, MachinePool, PlatformCluster,
+    ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool, labels,
 };
 
 /// Every cache the controllers read.
@@ -50,6 +50,10 @@ pub struct Caches {
     pub infra_clusters: Cache<WasmCluster>,
     /// ProviderModules.
     pub modules: Cache<ProviderModule>,
+    /// PlatformClusters.
+    pub platforms: Cache<PlatformCluster>,
+    /// ClusterTemplates.
+    pub templates: Cache<ClusterTemplate>,
     /// Secrets labelled with a Cluster's name (kubeconfigs, CAs, bootstrap
     /// data), metadata only: their data is read when needed, never kept.
     pub secrets: Cache<PartialObjectMeta<Secret>>,
@@ -109,6 +113,8 @@ impl Caches {
             infra_pools: sharded(typed(client), shard).indexed(&infra_pools_by_cluster),
             infra_clusters: sharded(typed(client), shard),
             modules: typed(client),
+            platforms: typed(client),
+            templates: typed(client),
             secrets: sharded(
                 metadata(
                     client,
@@ -137,6 +143,8 @@ impl Caches {
             futures::FutureExt::boxed(self.infra_pools.run(metrics.clone())),
             futures::FutureExt::boxed(self.infra_clusters.run(metrics.clone())),
             futures::FutureExt::boxed(self.modules.run(metrics.clone())),
+            futures::FutureExt::boxed(self.platforms.run(metrics.clone())),
+            futures::FutureExt::boxed(self.templates.run(metrics.clone())),
             futures::FutureExt::boxed(self.secrets.run(metrics.clone())),
             futures::FutureExt::boxed(self.config_maps.run(metrics.clone())),
         ];
@@ -158,6 +166,8 @@ impl Caches {
             self.infra_pools.ready(),
             self.infra_clusters.ready(),
             self.modules.ready(),
+            self.platforms.ready(),
+            self.templates.ready(),
             self.secrets.ready(),
             self.config_maps.ready(),
         );

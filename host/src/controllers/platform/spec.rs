@@ -1,0 +1,259 @@
+//! What must hold before anything is composed: the spec's rules, a
+//! template that exists and may be used, its provider in service for the
+//! platform world, values its schema accepts, and a change of template the
+//! provider allows. Any of them failing holds every write to the cluster's
+//! objects: what runs keeps running as it is.
+
+use std::time::Duration;
+
+use kube::ResourceExt as _;
+
+use super::documents::{self, document};
+use crate::api::conditions::Desired;
+use crate::api::platform::{API_VERSION, PlatformClusterSpec};
+use crate::api::{ConditionType, PlatformCluster, Reason};
+use crate::controllers::config::ConfigError;
+use crate::controllers::context::Context;
+use crate::controllers::error::Error;
+use crate::controllers::outcome::Outcome;
+use crate::controllers::reconciler::Scope;
+use crate::wasm::World;
+use crate::wasm::composed::dns_label;
+use crate::wasm::composition::{ValidateRequest, Verdict};
+
+/// How soon to look again for a values check that outran its budget.
+const VALUES_CHECK_RETRY: Duration = Duration::from_secs(5);
+
+/// The first rule of the node groups `spec` breaks, naming the field.
+pub fn node_groups(spec: &PlatformClusterSpec) -> Result<(), String> {
+    for (i, group) in spec.node_groups.iter().enumerate() {
+        let at = format!("spec.nodeGroups[{i}]");
+        if !dns_label(&group.name) {
+            return Err(format!(
+                "{at}.name: {:?} is not a DNS label (lowercase letters, digits and '-')",
+                group.name
+            ));
+        }
+        match (group.count, group.min_count, group.max_count) {
+            (Some(_), None, None) => {}
+            (Some(_), _, _) => {
+                return Err(format!(
+                    "{at}: set count, or minCount and maxCount, not both"
+                ));
+            }
+            (None, Some(min), Some(max)) if min > max => {
+                return Err(format!(
+                    "{at}: minCount ({min}) is greater than maxCount ({max})"
+                ));
+            }
+            (None, Some(_), Some(_)) => {}
+            (None, _, _) => {
+                return Err(format!("{at}: set count, or minCount and maxCount"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Holds the cluster's objects where they are, saying why on `type_`.
+fn hold(
+    scope: &mut Scope<PlatformCluster>,
+    type_: ConditionType,
+    reason: Reason,
+    message: String,
+) -> Outcome {
+    scope.found.hold = true;
+    scope.waits(Desired::fails(type_, reason, message))
+}
+
+/// The spec's rules, the template, its provider and the values.
+pub(super) async fn template(
+    scope: &mut Scope<PlatformCluster>,
+    ctx: &Context,
+) -> Result<Outcome, Error> {
+    let object = scope.object.clone();
+    if let Err(why) = node_groups(&object.spec) {
+        return Ok(hold(
+            scope,
+            ConditionType::Composed,
+            Reason::InvalidSpec,
+            why,
+        ));
+    }
+    let name = &object.spec.template_name;
+    let Some(template) = ctx.caches.templates.get(None, name) else {
+        let why = format!("spec.templateName: ClusterTemplate {name:?} does not exist");
+        return Ok(hold(
+            scope,
+            ConditionType::TemplateAccepted,
+            Reason::TemplateNotFound,
+            why,
+        ));
+    };
+    let applied = scope.status.applied_template.as_deref();
+    if template.spec.deprecated && applied != Some(name.as_str()) {
+        let why = format!(
+            "spec.templateName: ClusterTemplate {name:?} is deprecated: no new cluster, and no cluster changing to it, may use it"
+        );
+        let reason = Reason::TemplateDeprecated;
+        return Ok(hold(scope, ConditionType::TemplateAccepted, reason, why));
+    }
+    let module = &template.spec.provider;
+    let Some(provider) = ctx.runtime.registry().get(module) else {
+        let why = format!(
+            "ProviderModule {module:?} of ClusterTemplate {name:?} has no version in service"
+        );
+        return Ok(hold(
+            scope,
+            ConditionType::Composed,
+            Reason::ProviderNotReady,
+            why,
+        ));
+    };
+    if provider.world != World::Platform {
+        let why = format!(
+            "ProviderModule {module:?} of ClusterTemplate {name:?} implements the {} world, not platform-provider",
+            provider.world
+        );
+        return Ok(hold(
+            scope,
+            ConditionType::Composed,
+            Reason::ProviderWorldMismatch,
+            why,
+        ));
+    }
+    let values = documents::values(&template, &object);
+    match ctx.schemas.check(&provider, Some(&values)).await {
+        Ok(text) => scope.found.values = Some(text),
+        Err(ConfigError::TimedOut { .. }) => {
+            scope.found.hold = true;
+            return Ok(Outcome::RequeueAfter(VALUES_CHECK_RETRY));
+        }
+        Err(error) => {
+            let why = format!("the template's values overlaid with spec.values: {error}");
+            return Ok(hold(
+                scope,
+                ConditionType::Composed,
+                Reason::InvalidConfig,
+                why,
+            ));
+        }
+    }
+    scope
+        .found
+        .kinds
+        .clone_from(&provider.capabilities().allowed_kinds);
+    scope.found.template = Some(template);
+    scope.found.provider = Some(provider);
+    Ok(Outcome::Continue)
+}
+
+/// A change of template, judged by the new template's provider: refused,
+/// nothing is applied, and the objects keep the template they run.
+pub(super) async fn change(
+    scope: &mut Scope<PlatformCluster>,
+    ctx: &Context,
+) -> Result<Outcome, Error> {
+    let (Some(template), Some(provider)) = (&scope.found.template, &scope.found.provider) else {
+        return Ok(Outcome::Continue);
+    };
+    let (template, provider) = (template.clone(), provider.clone());
+    let object = scope.object.clone();
+    let new = &object.spec.template_name;
+    let old = match scope.status.applied_template.clone() {
+        Some(old) if old != *new => old,
+        _ => {
+            scope.set(Desired::holds(
+                ConditionType::TemplateAccepted,
+                Reason::TemplateAccepted,
+                format!("ClusterTemplate {new:?}"),
+            ));
+            return Ok(Outcome::Continue);
+        }
+    };
+    let old_template = ctx.caches.templates.get(None, &old).map_or_else(
+        || serde_json::json!({"apiVersion": API_VERSION, "kind": "ClusterTemplate", "metadata": {"name": old}}).to_string(),
+        |t| document(&*t),
+    );
+    let request = ValidateRequest {
+        old: document(&documents::as_running(&object)),
+        new: document(&*object),
+        old_template,
+        new_template: document(&*template),
+    };
+    let uid = object.uid().unwrap_or_default();
+    let verdict = ctx
+        .runtime
+        .validate(provider.name(), &uid, &request)
+        .await
+        .map_err(|e| scope.failed(ConditionType::TemplateAccepted, Error::Guest(e)))?;
+    match verdict {
+        Verdict::Allowed => {
+            scope.set(Desired::holds(
+                ConditionType::TemplateAccepted,
+                Reason::TemplateAccepted,
+                format!("ClusterTemplate {new:?}, changed from {old:?}"),
+            ));
+            Ok(Outcome::Continue)
+        }
+        Verdict::Refused(why) => {
+            let why = format!(
+                "spec.templateName: changing from {old:?} to {new:?} is refused by provider {:?}: {why}; the cluster keeps running {old:?}",
+                provider.name()
+            );
+            let reason = Reason::TemplateChangeRefused;
+            Ok(hold(scope, ConditionType::TemplateAccepted, reason, why))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::platform::NodeGroup;
+
+    fn group(count: Option<u32>, min: Option<u32>, max: Option<u32>) -> NodeGroup {
+        NodeGroup {
+            name: "workers".into(),
+            count,
+            min_count: min,
+            max_count: max,
+            values: None,
+        }
+    }
+
+    fn check(groups: Vec<NodeGroup>) -> Result<(), String> {
+        node_groups(&PlatformClusterSpec {
+            node_groups: groups,
+            ..PlatformClusterSpec::default()
+        })
+    }
+
+    #[test]
+    fn a_group_has_a_count_or_both_bounds() {
+        assert_eq!(check(vec![group(Some(2), None, None)]), Ok(()));
+        assert_eq!(check(vec![group(None, Some(1), Some(3))]), Ok(()));
+        let both = check(vec![
+            group(Some(2), None, None),
+            group(Some(2), Some(1), None),
+        ]);
+        assert_eq!(
+            both,
+            Err("spec.nodeGroups[1]: set count, or minCount and maxCount, not both".into())
+        );
+        let inverted = check(vec![group(None, Some(5), Some(2))]);
+        assert_eq!(
+            inverted,
+            Err("spec.nodeGroups[0]: minCount (5) is greater than maxCount (2)".into())
+        );
+        assert!(check(vec![group(None, Some(1), None)]).is_err());
+        assert!(check(vec![group(None, None, None)]).is_err());
+    }
+
+    #[test]
+    fn a_group_is_named_by_a_dns_label() {
+        let mut bad = group(Some(1), None, None);
+        bad.name = "Workers".into();
+        assert!(check(vec![bad]).is_err_and(|e| e.starts_with("spec.nodeGroups[0].name")));
+    }
+}

@@ -1,0 +1,610 @@
+//! Platform clusters composed by the sample platform provider
+//! (`sim-platform`) through the operator: node groups become pools that
+//! reach Running and the cluster rolls up to Ready; a count change scales
+//! its pool; a template change of one minor version is allowed and one of
+//! two refused with nothing changed; a child deleted or stripped of its
+//! owner reference comes back; a kind the module may not render, and
+//! renders that break the host's rules, apply nothing; deletion takes the
+//! CAPI Cluster first and leaves nothing behind; a new version of the
+//! module changes what is rendered without a restart.
+
+use capwasm::api::platform::{
+    ClusterTemplateSpec, NodeGroup, PlatformClusterSpec, PlatformClusterStatus,
+};
+use capwasm::api::providermodule::World;
+use capwasm::api::{ClusterTemplate, PlatformCluster, ProviderModule};
+use capwasm::testing::objects::ProviderModuleBuilder;
+use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt as _};
+use serde_json::{Value, json};
+use testenv::flows::{Scenario, create, wait_for, wait_for_event, wait_for_module, wait_for_pool};
+
+/// What the sample provider renders, by group and kind.
+const KINDS: &[(&str, &str)] = &[
+    ("cluster.x-k8s.io", "Cluster"),
+    ("cluster.x-k8s.io", "MachinePool"),
+    ("infrastructure.cluster.x-k8s.io", "WasmCluster"),
+    ("infrastructure.cluster.x-k8s.io", "WasmMachinePool"),
+    ("bootstrap.cluster.x-k8s.io", "WasmBootstrapConfig"),
+    ("", "Secret"),
+];
+
+/// A scenario with a platform module of `file`, allowed `kinds`.
+struct Platform {
+    scenario: Scenario,
+    module: String,
+    clusters: Api<PlatformCluster>,
+    templates: Api<ClusterTemplate>,
+}
+
+impl Platform {
+    async fn new(prefix: &str) -> Self {
+        Self::with(prefix, "sim_platform.wasm", KINDS).await
+    }
+
+    async fn with(prefix: &str, file: &str, kinds: &[(&str, &str)]) -> Self {
+        let scenario = Scenario::new(prefix).await;
+        let module = format!("{}-platform", scenario.ns);
+        let modules = Api::<ProviderModule>::all(scenario.client.clone());
+        let built = ProviderModuleBuilder::file(&module, World::Platform, &path(file))
+            .allowed_kinds(kinds)
+            .build();
+        modules
+            .create(&PostParams::default(), &built)
+            .await
+            .unwrap();
+        wait_for_module(&modules, &module, "Ready").await;
+        Self {
+            clusters: Api::namespaced(scenario.client.clone(), &scenario.ns),
+            templates: Api::all(scenario.client.clone()),
+            scenario,
+            module,
+        }
+    }
+
+    /// Creates ClusterTemplate `<ns>-<name>` for Kubernetes `version`, with `extra` values.
+    async fn template(&self, name: &str, version: &str, extra: Value) -> String {
+        let objects = &self.scenario.stack.objects;
+        let mut cluster_config = objects.sim_config();
+        cluster_config["controlPlaneHost"] = json!("127.0.0.1");
+        let mut values = json!({
+            "kubernetesVersion": version,
+            "bootstrap": {
+                "provider": self.scenario.modules.bootstrap,
+                "config": serde_json::from_str::<Value>(KUBEADM_JOIN_CONFIG).unwrap(),
+            },
+            "infrastructure": {
+                "provider": self.scenario.modules.infrastructure,
+                "config": objects.sim_config(),
+                "clusterConfig": cluster_config,
+            },
+        });
+        if let (Some(values), Value::Object(extra)) = (values.as_object_mut(), extra) {
+            values.extend(extra);
+        }
+        let name = format!("{}-{name}", self.scenario.ns);
+        let template = ClusterTemplate::new(
+            &name,
+            ClusterTemplateSpec {
+                provider: self.module.clone(),
+                values: Some(values),
+                ..ClusterTemplateSpec::default()
+            },
+        );
+        self.templates
+            .create(&PostParams::default(), &template)
+            .await
+            .unwrap();
+        name
+    }
+
+    /// Creates PlatformCluster `name` of `template` with `groups` (name,
+    /// count), and its kubeconfig Secret for the shared workload server.
+    async fn cluster(&self, name: &str, template: &str, groups: &[(&str, u32)]) {
+        let workload = self.scenario.env.workload().unwrap();
+        let kubeconfig = workload.kubeconfig_secret(&self.scenario.ns, name).unwrap();
+        create(&self.scenario.client, &kubeconfig).await.unwrap();
+        let groups = groups
+            .iter()
+            .map(|(group, count)| NodeGroup {
+                name: (*group).to_owned(),
+                count: Some(*count),
+                ..NodeGroup::default()
+            })
+            .collect();
+        self.create(name, template, groups).await;
+    }
+
+    async fn create(&self, name: &str, template: &str, node_groups: Vec<NodeGroup>) {
+        let mut cluster = PlatformCluster::new(
+            name,
+            PlatformClusterSpec {
+                template_name: template.to_owned(),
+                node_groups,
+                ..PlatformClusterSpec::default()
+            },
+        );
+        cluster.metadata.namespace = Some(self.scenario.ns.clone());
+        create(&self.scenario.client, &cluster).await.unwrap();
+    }
+
+    async fn wait(
+        &self,
+        name: &str,
+        what: &str,
+        done: impl Fn(&PlatformClusterStatus) -> bool,
+    ) -> PlatformCluster {
+        wait_for(&self.clusters, name, what, |c| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(&done)
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn ready(&self, name: &str) -> PlatformCluster {
+        self.wait(name, "the platform cluster is Ready", |s| {
+            s.phase.as_deref() == Some("Ready")
+        })
+        .await
+    }
+
+    /// Waits until condition `type_` of `name` has `reason`; its message.
+    async fn condition(&self, name: &str, type_: &str, reason: &str) -> String {
+        let cluster = self
+            .wait(name, &format!("{type_} says {reason}"), |s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == type_ && c.reason == reason)
+            })
+            .await;
+        let status = cluster.status.unwrap_or_default();
+        let condition = status.conditions.into_iter().find(|c| c.type_ == type_);
+        condition.map(|c| c.message).unwrap_or_default()
+    }
+}
+
+fn path(file: &str) -> String {
+    guest_path(file).to_string_lossy().into_owned()
+}
+
+fn merge(patch: Value) -> Patch<Value> {
+    Patch::Merge(patch)
+}
+
+#[tokio::test]
+async fn two_node_groups_reach_running_and_the_cluster_rolls_up_to_ready() {
+    let platform = Platform::new("pc-ready").await;
+    let template = platform
+        .template("v31", "v1.31.2", json!({"encryptionKey": true}))
+        .await;
+    platform
+        .cluster("c", &template, &[("md", 2), ("gpu", 1)])
+        .await;
+
+    let pools = &platform.scenario.apis.pools;
+    wait_for_pool(pools, "c-md", "Running", 2).await;
+    wait_for_pool(pools, "c-gpu", "Running", 1).await;
+    let cluster = platform.ready("c").await;
+    let status = cluster.status.unwrap();
+    let groups: Vec<(&str, u32, u32)> = status
+        .node_groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.desired, g.ready))
+        .collect();
+    assert_eq!(groups, [("md", 2, 2), ("gpu", 1, 1)]);
+    assert_eq!(status.node_count, Some(3));
+    assert_eq!(status.applied_template.as_deref(), Some(template.as_str()));
+    let conditions: Vec<(&str, &str)> = status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    for expected in [
+        ("Ready", "True"),
+        ("Composed", "True"),
+        ("TemplateAccepted", "True"),
+        ("NodesReady", "True"),
+    ] {
+        assert!(
+            conditions.contains(&expected),
+            "{expected:?} in {conditions:?}"
+        );
+    }
+    // Every child carries the cluster's label and owner reference.
+    let pool = pools.get("c-md").await.unwrap();
+    assert_eq!(pool.labels()["platform.capwasm.dev/cluster"], "c");
+    assert!(
+        pool.owner_references()
+            .iter()
+            .any(|o| o.kind == "PlatformCluster")
+    );
+    // The generated key exists, 32 random bytes as base64, never seen by the provider.
+    let secrets =
+        Api::<Secret>::namespaced(platform.scenario.client.clone(), &platform.scenario.ns);
+    let key = secrets.get("c-encryption").await.unwrap().data.unwrap()["key"]
+        .0
+        .clone();
+    assert_eq!(key.len(), 44);
+
+    // A count change scales its pool.
+    let groups =
+        json!({"spec": {"nodeGroups": [{"name": "md", "count": 3}, {"name": "gpu", "count": 1}]}});
+    platform
+        .clusters
+        .patch("c", &PatchParams::default(), &merge(groups))
+        .await
+        .unwrap();
+    wait_for_pool(pools, "c-md", "Running", 3).await;
+    let cluster = platform.ready("c").await;
+    assert_eq!(cluster.status.unwrap().node_groups[0].ready, 3);
+    // The key was generated once.
+    let again = secrets.get("c-encryption").await.unwrap().data.unwrap()["key"]
+        .0
+        .clone();
+    assert_eq!(again, key);
+}
+
+#[tokio::test]
+async fn one_minor_version_up_is_applied_and_two_are_refused_with_nothing_changed() {
+    let platform = Platform::new("pc-upgrade").await;
+    let v30 = platform.template("v30", "v1.30.4", json!({})).await;
+    let v31 = platform.template("v31", "v1.31.2", json!({})).await;
+    let v33 = platform.template("v33", "v1.33.0", json!({})).await;
+    platform.cluster("c", &v30, &[("md", 1)]).await;
+    let pools = &platform.scenario.apis.pools;
+    let pool = |p: capwasm::api::MachinePool| p.spec.template.spec.version.unwrap_or_default();
+    wait_for_pool(pools, "c-md", "Running", 1).await;
+    assert_eq!(pool(pools.get("c-md").await.unwrap()), "v1.30.4");
+
+    let to = |template: &str| merge(json!({"spec": {"templateName": template}}));
+    platform
+        .clusters
+        .patch("c", &PatchParams::default(), &to(&v33))
+        .await
+        .unwrap();
+    let message = platform
+        .condition("c", "TemplateAccepted", "TemplateChangeRefused")
+        .await;
+    assert!(
+        message.contains("v1.30.4 to v1.33.0 is more than one minor version at once"),
+        "{message}"
+    );
+    let reason = wait_for_event(
+        &platform.scenario.client,
+        &platform.scenario.ns,
+        "c",
+        "TemplateChangeRefused",
+    )
+    .await;
+    assert!(reason.contains("more than one minor"), "{reason}");
+    let cluster = platform.clusters.get("c").await.unwrap();
+    assert_eq!(
+        cluster.status.unwrap().applied_template.as_deref(),
+        Some(v30.as_str())
+    );
+    assert_eq!(
+        pool(pools.get("c-md").await.unwrap()),
+        "v1.30.4",
+        "nothing changed"
+    );
+
+    platform
+        .clusters
+        .patch("c", &PatchParams::default(), &to(&v31))
+        .await
+        .unwrap();
+    wait_for(pools, "c-md", "the pool runs v1.31.2", |p| {
+        p.is_some_and(|p| p.spec.template.spec.version.as_deref() == Some("v1.31.2"))
+    })
+    .await;
+    let accepted = platform
+        .condition("c", "TemplateAccepted", "TemplateAccepted")
+        .await;
+    assert!(accepted.contains("changed from"), "{accepted}");
+}
+
+#[tokio::test]
+async fn a_child_deleted_or_stripped_of_its_owner_comes_back() {
+    let platform = Platform::new("pc-heal").await;
+    let template = platform.template("v31", "v1.31.2", json!({})).await;
+    platform.cluster("c", &template, &[("md", 1)]).await;
+    let configs = &platform.scenario.apis.configs;
+    wait_for(configs, "c-md", "the bootstrap config exists", |c| {
+        c.is_some()
+    })
+    .await;
+    platform.ready("c").await;
+
+    let uid = configs.get("c-md").await.unwrap().uid();
+    configs
+        .delete("c-md", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(configs, "c-md", "the bootstrap config is back", |c| {
+        c.is_some_and(|c| c.uid() != uid && c.metadata.deletion_timestamp.is_none())
+    })
+    .await;
+
+    // As a restore from backup leaves it: no owner reference.
+    let infra = &platform.scenario.apis.infra_clusters;
+    let stripped = json!({"metadata": {"ownerReferences": null}});
+    infra
+        .patch("c", &PatchParams::default(), &merge(stripped))
+        .await
+        .unwrap();
+    wait_for(
+        infra,
+        "c",
+        "the WasmCluster is owned by its platform cluster again",
+        |c| {
+            c.is_some_and(|c| {
+                c.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "PlatformCluster")
+            })
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deletion_takes_the_capi_cluster_first_and_leaves_nothing() {
+    let platform = Platform::new("pc-delete").await;
+    let template = platform
+        .template("v31", "v1.31.2", json!({"encryptionKey": true}))
+        .await;
+    platform.cluster("c", &template, &[("md", 1)]).await;
+    platform.ready("c").await;
+
+    platform
+        .clusters
+        .delete("c", &DeleteParams::default())
+        .await
+        .unwrap();
+    // While the CAPI Cluster is being deleted, the rest is left alone.
+    let deleting = platform
+        .wait("c", "it waits for the CAPI Cluster", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.reason == "WaitingForClusterDeletion")
+        })
+        .await;
+    assert_eq!(deleting.status.unwrap().phase.as_deref(), Some("Deleting"));
+    wait_for(
+        &platform.clusters,
+        "c",
+        "the platform cluster is gone",
+        |c| c.is_none(),
+    )
+    .await;
+    let apis = &platform.scenario.apis;
+    assert!(apis.clusters.get_opt("c").await.unwrap().is_none());
+    assert!(apis.pools.get_opt("c-md").await.unwrap().is_none());
+    assert!(apis.infra_clusters.get_opt("c").await.unwrap().is_none());
+    assert!(apis.configs.get_opt("c-md").await.unwrap().is_none());
+    assert!(apis.infra_pools.get_opt("c-md").await.unwrap().is_none());
+    let secrets =
+        Api::<Secret>::namespaced(platform.scenario.client.clone(), &platform.scenario.ns);
+    assert!(secrets.get_opt("c-encryption").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_new_module_version_changes_what_is_rendered_without_a_restart() {
+    let platform = Platform::new("pc-swap").await;
+    let template = platform.template("v31", "v1.31.2", json!({})).await;
+    platform.cluster("c", &template, &[("md", 1)]).await;
+    let pools = &platform.scenario.apis.pools;
+    wait_for_pool(pools, "c-md", "Running", 1).await;
+    platform.ready("c").await;
+
+    let modules = Api::<ProviderModule>::all(platform.scenario.client.clone());
+    let source = json!({"spec": {"source": {"file": {"path": path("sim_platform_v2.wasm")}}}});
+    modules
+        .patch(&platform.module, &PatchParams::default(), &merge(source))
+        .await
+        .unwrap();
+    let label = "platform.capwasm.dev/provider-version";
+    wait_for(
+        pools,
+        "c-md",
+        "the pool carries the new version's label",
+        |p| p.is_some_and(|p| p.labels().get(label).map(String::as_str) == Some("0.2.0")),
+    )
+    .await;
+    // The pool kept running through the swap.
+    let pool = pools.get("c-md").await.unwrap();
+    assert_eq!(pool.status.unwrap().phase.as_deref(), Some("Running"));
+    let cluster = platform.ready("c").await;
+    assert_eq!(cluster.status.unwrap().served_by.unwrap().version, "0.2.0");
+}
+
+#[tokio::test]
+async fn a_kind_outside_allowed_kinds_is_refused_and_nothing_applied() {
+    let without_secrets = &KINDS[..5];
+    let platform = Platform::with("pc-kinds", "sim_platform.wasm", without_secrets).await;
+    let template = platform
+        .template("v31", "v1.31.2", json!({"encryptionKey": true}))
+        .await;
+    platform.cluster("c", &template, &[("md", 1)]).await;
+    let message = platform
+        .condition("c", "Composed", "InvalidProviderResult")
+        .await;
+    assert!(message.contains("allowedKinds"), "{message}");
+    assert!(
+        platform
+            .scenario
+            .apis
+            .clusters
+            .get_opt("c")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        platform
+            .scenario
+            .apis
+            .pools
+            .get_opt("c-md")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_bad_render_applies_nothing_and_leaves_what_runs() {
+    let platform = Platform::new("pc-render").await;
+    let good = platform.template("good", "v1.31.2", json!({})).await;
+    platform.cluster("c", &good, &[("md", 1)]).await;
+    platform.ready("c").await;
+    let pools = &platform.scenario.apis.pools;
+    let before = pools.get("c-md").await.unwrap().resource_version();
+
+    let secret = |extra: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": extra});
+    let cases = [
+        (
+            "no-api-version",
+            json!({"extraObjects": [{"kind": "Secret", "metadata": {"name": "x"}}]}),
+            "objects[5].apiVersion: no apiVersion",
+        ),
+        (
+            "namespace",
+            json!({"extraObjects": [secret(json!({"name": "x", "namespace": "kube-system"}))]}),
+            "in another namespace",
+        ),
+        (
+            "name",
+            json!({"extraObjects": [secret(json!({"name": "Not_A_Label"}))]}),
+            "not a DNS label",
+        ),
+        (
+            "many",
+            json!({"extraObjects": [secret(json!({"name": "x"}))], "extraObjectCopies": 10000}),
+            "more than 500 objects",
+        ),
+    ];
+    for (name, values, expected) in cases {
+        let template = platform.template(name, "v1.31.2", values).await;
+        // Same version: the change is allowed, the render is not.
+        let to = merge(json!({"spec": {"templateName": template}}));
+        platform
+            .clusters
+            .patch("c", &PatchParams::default(), &to)
+            .await
+            .unwrap();
+        let message = platform
+            .wait("c", &format!("the {name} render is refused"), |s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Composed"
+                        && c.reason == "InvalidProviderResult"
+                        && c.message.contains(expected)
+                })
+            })
+            .await;
+        let status = message.status.unwrap();
+        assert_eq!(
+            status.applied_template.as_deref(),
+            Some(good.as_str()),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        pools.get("c-md").await.unwrap().resource_version(),
+        before,
+        "nothing applied"
+    );
+    let secrets =
+        Api::<Secret>::namespaced(platform.scenario.client.clone(), &platform.scenario.ns);
+    assert!(secrets.get_opt("x").await.unwrap().is_none());
+    let event = wait_for_event(
+        &platform.scenario.client,
+        &platform.scenario.ns,
+        "c",
+        "InvalidProviderResult",
+    )
+    .await;
+    assert!(!event.is_empty());
+}
+
+#[tokio::test]
+async fn a_spec_or_template_that_breaks_a_rule_gets_a_condition_naming_it() {
+    let platform = Platform::new("pc-spec").await;
+    let template = platform.template("v31", "v1.31.2", json!({})).await;
+    let group = |count, min, max| NodeGroup {
+        name: "md".into(),
+        count,
+        min_count: min,
+        max_count: max,
+        values: None,
+    };
+    platform
+        .create("both", &template, vec![group(Some(1), Some(1), Some(2))])
+        .await;
+    let message = platform.condition("both", "Composed", "InvalidSpec").await;
+    assert_eq!(
+        message,
+        "spec.nodeGroups[0]: set count, or minCount and maxCount, not both"
+    );
+    platform
+        .create("inverted", &template, vec![group(None, Some(3), Some(1))])
+        .await;
+    let message = platform
+        .condition("inverted", "Composed", "InvalidSpec")
+        .await;
+    assert_eq!(
+        message,
+        "spec.nodeGroups[0]: minCount (3) is greater than maxCount (1)"
+    );
+
+    platform.create("missing", "no-such-template", vec![]).await;
+    let message = platform
+        .condition("missing", "TemplateAccepted", "TemplateNotFound")
+        .await;
+    assert!(
+        message.contains("\"no-such-template\" does not exist"),
+        "{message}"
+    );
+    let cluster = platform.clusters.get("missing").await.unwrap();
+    assert_eq!(cluster.status.unwrap().phase.as_deref(), Some("Failed"));
+
+    let old = platform.template("old", "v1.30.1", json!({})).await;
+    let deprecated = json!({"spec": {"deprecated": true}});
+    platform
+        .templates
+        .patch(&old, &PatchParams::default(), &merge(deprecated))
+        .await
+        .unwrap();
+    platform.create("late", &old, vec![]).await;
+    let message = platform
+        .condition("late", "TemplateAccepted", "TemplateDeprecated")
+        .await;
+    assert!(message.contains("deprecated"), "{message}");
+    let events = [
+        ("both", "InvalidSpec"),
+        ("inverted", "InvalidSpec"),
+        ("missing", "TemplateNotFound"),
+        ("late", "TemplateDeprecated"),
+    ];
+    for (name, reason) in events {
+        let note = wait_for_event(
+            &platform.scenario.client,
+            &platform.scenario.ns,
+            name,
+            reason,
+        )
+        .await;
+        assert!(!note.is_empty(), "{name}");
+    }
+    // Nothing was rendered for any of them.
+    let clusters = platform
+        .scenario
+        .apis
+        .clusters
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap();
+    assert!(clusters.items.is_empty());
+}
