@@ -16,10 +16,16 @@ use capwasm::api::{ClusterTemplate, PlatformCluster, ProviderModule};
 use capwasm::testing::objects::ProviderModuleBuilder;
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt as _};
 use serde_json::{Value, json};
-use testenv::flows::{Scenario, create, wait_for, wait_for_event, wait_for_module, wait_for_pool};
+use testenv::ApiServer;
+use testenv::flows::{
+    Apis, Modules, Objects, Scenario, create, wait_for, wait_for_event, wait_for_module,
+    wait_for_pool,
+};
+use testenv::install::{Install, RECONCILES};
 
 /// What the sample provider renders, by group and kind.
 const KINDS: &[(&str, &str)] = &[
@@ -31,10 +37,17 @@ const KINDS: &[(&str, &str)] = &[
     ("", "Secret"),
 ];
 
-/// A scenario with a platform module of `file`, allowed `kinds`.
+/// A namespace with a platform module of `file`, allowed `kinds`, beside
+/// the kubeadm-bootstrap and sim-infrastructure modules.
 struct Platform {
-    scenario: Scenario,
+    client: Client,
+    ns: String,
+    apis: Apis,
+    objects: Objects,
+    modules: Modules,
     module: String,
+    /// The workload server's kubeconfig Secret, renamed for each cluster.
+    kubeconfig: Secret,
     clusters: Api<PlatformCluster>,
     templates: Api<ClusterTemplate>,
 }
@@ -46,37 +59,60 @@ impl Platform {
 
     async fn with(prefix: &str, file: &str, kinds: &[(&str, &str)]) -> Self {
         let scenario = Scenario::new(prefix).await;
-        let module = format!("{}-platform", scenario.ns);
-        let modules = Api::<ProviderModule>::all(scenario.client.clone());
+        let workload = scenario.env.workload().unwrap();
+        let (objects, modules) = (scenario.stack.objects.clone(), scenario.modules.clone());
+        Self::on(
+            scenario.client,
+            &scenario.ns,
+            (objects, modules),
+            workload,
+            (file, kinds),
+        )
+        .await
+    }
+
+    /// In namespace `ns` of `client`'s server, whose provider modules are
+    /// `modules`; clusters of the `workload` server.
+    async fn on(
+        client: Client,
+        ns: &str,
+        (objects, modules): (Objects, Modules),
+        workload: &ApiServer,
+        (file, kinds): (&str, &[(&str, &str)]),
+    ) -> Self {
+        let module = format!("{ns}-platform");
+        let api = Api::<ProviderModule>::all(client.clone());
         let built = ProviderModuleBuilder::file(&module, World::Platform, &path(file))
             .allowed_kinds(kinds)
             .build();
-        modules
-            .create(&PostParams::default(), &built)
-            .await
-            .unwrap();
-        wait_for_module(&modules, &module, "Ready").await;
+        api.create(&PostParams::default(), &built).await.unwrap();
+        wait_for_module(&api, &module, "Ready").await;
         Self {
-            clusters: Api::namespaced(scenario.client.clone(), &scenario.ns),
-            templates: Api::all(scenario.client.clone()),
-            scenario,
+            apis: Apis::new(&client, ns),
+            kubeconfig: workload.kubeconfig_secret(ns, "cluster").unwrap(),
+            clusters: Api::namespaced(client.clone(), ns),
+            templates: Api::all(client.clone()),
+            client,
+            ns: ns.to_owned(),
+            objects,
+            modules,
             module,
         }
     }
 
     /// Creates ClusterTemplate `<ns>-<name>` for Kubernetes `version`, with `extra` values.
     async fn template(&self, name: &str, version: &str, extra: Value) -> String {
-        let objects = &self.scenario.stack.objects;
+        let objects = &self.objects;
         let mut cluster_config = objects.sim_config();
         cluster_config["controlPlaneHost"] = json!("127.0.0.1");
         let mut values = json!({
             "kubernetesVersion": version,
             "bootstrap": {
-                "provider": self.scenario.modules.bootstrap,
+                "provider": self.modules.bootstrap,
                 "config": serde_json::from_str::<Value>(KUBEADM_JOIN_CONFIG).unwrap(),
             },
             "infrastructure": {
-                "provider": self.scenario.modules.infrastructure,
+                "provider": self.modules.infrastructure,
                 "config": objects.sim_config(),
                 "clusterConfig": cluster_config,
             },
@@ -84,7 +120,7 @@ impl Platform {
         if let (Some(values), Value::Object(extra)) = (values.as_object_mut(), extra) {
             values.extend(extra);
         }
-        let name = format!("{}-{name}", self.scenario.ns);
+        let name = format!("{}-{name}", self.ns);
         let template = ClusterTemplate::new(
             &name,
             ClusterTemplateSpec {
@@ -103,9 +139,12 @@ impl Platform {
     /// Creates PlatformCluster `name` of `template` with `groups` (name,
     /// count), and its kubeconfig Secret for the shared workload server.
     async fn cluster(&self, name: &str, template: &str, groups: &[(&str, u32)]) {
-        let workload = self.scenario.env.workload().unwrap();
-        let kubeconfig = workload.kubeconfig_secret(&self.scenario.ns, name).unwrap();
-        create(&self.scenario.client, &kubeconfig).await.unwrap();
+        let mut kubeconfig = self.kubeconfig.clone();
+        kubeconfig.metadata.name = Some(format!("{name}-kubeconfig"));
+        kubeconfig
+            .labels_mut()
+            .insert("cluster.x-k8s.io/cluster-name".into(), name.into());
+        create(&self.client, &kubeconfig).await.unwrap();
         let groups = groups
             .iter()
             .map(|(group, count)| NodeGroup {
@@ -126,8 +165,8 @@ impl Platform {
                 ..PlatformClusterSpec::default()
             },
         );
-        cluster.metadata.namespace = Some(self.scenario.ns.clone());
-        create(&self.scenario.client, &cluster).await.unwrap();
+        cluster.metadata.namespace = Some(self.ns.clone());
+        create(&self.client, &cluster).await.unwrap();
     }
 
     async fn wait(
@@ -183,7 +222,7 @@ async fn two_node_groups_reach_running_and_the_cluster_rolls_up_to_ready() {
         .cluster("c", &template, &[("md", 2), ("gpu", 1)])
         .await;
 
-    let pools = &platform.scenario.apis.pools;
+    let pools = &platform.apis.pools;
     wait_for_pool(pools, "c-md", "Running", 2).await;
     wait_for_pool(pools, "c-gpu", "Running", 1).await;
     let cluster = platform.ready("c").await;
@@ -221,8 +260,7 @@ async fn two_node_groups_reach_running_and_the_cluster_rolls_up_to_ready() {
             .any(|o| o.kind == "PlatformCluster")
     );
     // The generated key exists, 32 random bytes as base64, never seen by the provider.
-    let secrets =
-        Api::<Secret>::namespaced(platform.scenario.client.clone(), &platform.scenario.ns);
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
     let key = secrets.get("c-encryption").await.unwrap().data.unwrap()["key"]
         .0
         .clone();
@@ -253,7 +291,7 @@ async fn one_minor_version_up_is_applied_and_two_are_refused_with_nothing_change
     let v31 = platform.template("v31", "v1.31.2", json!({})).await;
     let v33 = platform.template("v33", "v1.33.0", json!({})).await;
     platform.cluster("c", &v30, &[("md", 1)]).await;
-    let pools = &platform.scenario.apis.pools;
+    let pools = &platform.apis.pools;
     let pool = |p: capwasm::api::MachinePool| p.spec.template.spec.version.unwrap_or_default();
     wait_for_pool(pools, "c-md", "Running", 1).await;
     assert_eq!(pool(pools.get("c-md").await.unwrap()), "v1.30.4");
@@ -271,13 +309,7 @@ async fn one_minor_version_up_is_applied_and_two_are_refused_with_nothing_change
         message.contains("v1.30.4 to v1.33.0 is more than one minor version at once"),
         "{message}"
     );
-    let reason = wait_for_event(
-        &platform.scenario.client,
-        &platform.scenario.ns,
-        "c",
-        "TemplateChangeRefused",
-    )
-    .await;
+    let reason = wait_for_event(&platform.client, &platform.ns, "c", "TemplateChangeRefused").await;
     assert!(reason.contains("more than one minor"), "{reason}");
     let cluster = platform.clusters.get("c").await.unwrap();
     assert_eq!(
@@ -310,7 +342,7 @@ async fn a_child_deleted_or_stripped_of_its_owner_comes_back() {
     let platform = Platform::new("pc-heal").await;
     let template = platform.template("v31", "v1.31.2", json!({})).await;
     platform.cluster("c", &template, &[("md", 1)]).await;
-    let configs = &platform.scenario.apis.configs;
+    let configs = &platform.apis.configs;
     wait_for(configs, "c-md", "the bootstrap config exists", |c| {
         c.is_some()
     })
@@ -328,7 +360,7 @@ async fn a_child_deleted_or_stripped_of_its_owner_comes_back() {
     .await;
 
     // As a restore from backup leaves it: no owner reference.
-    let infra = &platform.scenario.apis.infra_clusters;
+    let infra = &platform.apis.infra_clusters;
     let stripped = json!({"metadata": {"ownerReferences": null}});
     infra
         .patch("c", &PatchParams::default(), &merge(stripped))
@@ -379,14 +411,13 @@ async fn deletion_takes_the_capi_cluster_first_and_leaves_nothing() {
         |c| c.is_none(),
     )
     .await;
-    let apis = &platform.scenario.apis;
+    let apis = &platform.apis;
     assert!(apis.clusters.get_opt("c").await.unwrap().is_none());
     assert!(apis.pools.get_opt("c-md").await.unwrap().is_none());
     assert!(apis.infra_clusters.get_opt("c").await.unwrap().is_none());
     assert!(apis.configs.get_opt("c-md").await.unwrap().is_none());
     assert!(apis.infra_pools.get_opt("c-md").await.unwrap().is_none());
-    let secrets =
-        Api::<Secret>::namespaced(platform.scenario.client.clone(), &platform.scenario.ns);
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
     assert!(secrets.get_opt("c-encryption").await.unwrap().is_none());
 }
 
@@ -395,11 +426,11 @@ async fn a_new_module_version_changes_what_is_rendered_without_a_restart() {
     let platform = Platform::new("pc-swap").await;
     let template = platform.template("v31", "v1.31.2", json!({})).await;
     platform.cluster("c", &template, &[("md", 1)]).await;
-    let pools = &platform.scenario.apis.pools;
+    let pools = &platform.apis.pools;
     wait_for_pool(pools, "c-md", "Running", 1).await;
     platform.ready("c").await;
 
-    let modules = Api::<ProviderModule>::all(platform.scenario.client.clone());
+    let modules = Api::<ProviderModule>::all(platform.client.clone());
     let source = json!({"spec": {"source": {"file": {"path": path("sim_platform_v2.wasm")}}}});
     modules
         .patch(&platform.module, &PatchParams::default(), &merge(source))
@@ -432,26 +463,8 @@ async fn a_kind_outside_allowed_kinds_is_refused_and_nothing_applied() {
         .condition("c", "Composed", "InvalidProviderResult")
         .await;
     assert!(message.contains("allowedKinds"), "{message}");
-    assert!(
-        platform
-            .scenario
-            .apis
-            .clusters
-            .get_opt("c")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        platform
-            .scenario
-            .apis
-            .pools
-            .get_opt("c-md")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(platform.apis.clusters.get_opt("c").await.unwrap().is_none());
+    assert!(platform.apis.pools.get_opt("c-md").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -460,7 +473,7 @@ async fn a_bad_render_applies_nothing_and_leaves_what_runs() {
     let good = platform.template("good", "v1.31.2", json!({})).await;
     platform.cluster("c", &good, &[("md", 1)]).await;
     platform.ready("c").await;
-    let pools = &platform.scenario.apis.pools;
+    let pools = &platform.apis.pools;
     let before = pools.get("c-md").await.unwrap().resource_version();
 
     let secret = |extra: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": extra});
@@ -516,16 +529,9 @@ async fn a_bad_render_applies_nothing_and_leaves_what_runs() {
         before,
         "nothing applied"
     );
-    let secrets =
-        Api::<Secret>::namespaced(platform.scenario.client.clone(), &platform.scenario.ns);
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
     assert!(secrets.get_opt("x").await.unwrap().is_none());
-    let event = wait_for_event(
-        &platform.scenario.client,
-        &platform.scenario.ns,
-        "c",
-        "InvalidProviderResult",
-    )
-    .await;
+    let event = wait_for_event(&platform.client, &platform.ns, "c", "InvalidProviderResult").await;
     assert!(!event.is_empty());
 }
 
@@ -589,22 +595,111 @@ async fn a_spec_or_template_that_breaks_a_rule_gets_a_condition_naming_it() {
         ("late", "TemplateDeprecated"),
     ];
     for (name, reason) in events {
-        let note = wait_for_event(
-            &platform.scenario.client,
-            &platform.scenario.ns,
-            name,
-            reason,
-        )
-        .await;
+        let note = wait_for_event(&platform.client, &platform.ns, name, reason).await;
         assert!(!note.is_empty(), "{name}");
     }
     // Nothing was rendered for any of them.
     let clusters = platform
-        .scenario
         .apis
         .clusters
         .list(&kube::api::ListParams::default())
         .await
         .unwrap();
     assert!(clusters.items.is_empty());
+}
+
+/// The resourceVersion of `name` and of each of its objects, by kind and name.
+async fn versions(platform: &Platform, name: &str) -> Vec<(String, String)> {
+    let version = |kind: &str, meta: &kube::api::ObjectMeta| {
+        let name = meta.name.clone().unwrap_or_default();
+        (
+            format!("{kind}/{name}"),
+            meta.resource_version.clone().unwrap_or_default(),
+        )
+    };
+    let cluster = platform.clusters.get(name).await.unwrap();
+    let mut versions = vec![version("PlatformCluster", &cluster.metadata)];
+    let selector = format!("platform.capwasm.dev/cluster={name}");
+    let selector = kube::api::ListParams::default().labels(&selector);
+    let apis = &platform.apis;
+    for o in apis.clusters.list(&selector).await.unwrap() {
+        versions.push(version("Cluster", &o.metadata));
+    }
+    for o in apis.pools.list(&selector).await.unwrap() {
+        versions.push(version("MachinePool", &o.metadata));
+    }
+    for o in apis.configs.list(&selector).await.unwrap() {
+        versions.push(version("WasmBootstrapConfig", &o.metadata));
+    }
+    for o in apis.infra_pools.list(&selector).await.unwrap() {
+        versions.push(version("WasmMachinePool", &o.metadata));
+    }
+    for o in apis.infra_clusters.list(&selector).await.unwrap() {
+        versions.push(version("WasmCluster", &o.metadata));
+    }
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
+    for o in secrets.list(&selector).await.unwrap() {
+        versions.push(version("Secret", &o.metadata));
+    }
+    versions
+}
+
+#[tokio::test]
+async fn an_operator_restart_writes_nothing_for_a_platform_cluster_at_rest() {
+    let log = format!("info,{RECONCILES}=debug");
+    let mut install = Install::sharded("pc-restart", 1, &log).await;
+    let workload = install.env.workload().unwrap();
+    let parts = (install.objects.clone(), install.modules.clone());
+    let platform = Platform::on(
+        install.client.clone(),
+        &install.ns,
+        parts,
+        workload,
+        ("sim_platform.wasm", KINDS),
+    )
+    .await;
+    let template = platform
+        .template("v31", "v1.31.2", json!({"encryptionKey": true}))
+        .await;
+    platform.cluster("c", &template, &[("md", 2)]).await;
+    platform.ready("c").await;
+    // At rest: every object as its controllers leave it, twice in a row.
+    let mut before = versions(&platform, "c").await;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let now = versions(&platform, "c").await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    assert_eq!(before.len(), 7, "{before:?}");
+
+    let status = |c: PlatformCluster| serde_json::to_string_pretty(&c.status).unwrap_or_default();
+    let at_rest = status(platform.clusters.get("c").await.unwrap());
+    install.restart_operator().await;
+    // The new process reconciles the platform cluster from cold caches.
+    let reconciled = format!(
+        "object=PlatformCluster.v1alpha1.platform.capwasm.dev/c.{} ",
+        install.ns
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while install
+        .operator
+        .log_lines(|l| l.contains("reconciling") && l.contains(&reconciled))
+        .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new operator never reconciled {reconciled}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let after = status(platform.clusters.get("c").await.unwrap());
+    assert_eq!(
+        versions(&platform, "c").await,
+        before,
+        "nothing was written; the status at rest {at_rest}\nand after {after}"
+    );
 }

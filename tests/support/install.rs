@@ -29,6 +29,8 @@ pub fn provider_crds() -> Vec<PathBuf> {
         "infrastructure.cluster.x-k8s.io_wasmclusters.yaml",
         "infrastructure.cluster.x-k8s.io_wasmmachinepools.yaml",
         "runtime.capwasm.dev_providermodules.yaml",
+        "platform.capwasm.dev_platformclusters.yaml",
+        "platform.capwasm.dev_clustertemplates.yaml",
     ]
     .iter()
     .map(|file| dir.join(file))

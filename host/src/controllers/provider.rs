@@ -236,7 +236,7 @@ where
 
 /// Whether `module` says a version of it is in service for its current
 /// spec: then a process that has none yet is loading it.
-fn loading(module: &ProviderModule) -> bool {
+pub(crate) fn loading(module: &ProviderModule) -> bool {
     module.status.as_ref().is_some_and(|s| {
         s.phase.as_deref() == Some(PHASE_READY)
             && s.active_digest.is_some()

@@ -92,9 +92,12 @@ async fn nodes(ctx: &Context, observed: &[Child]) -> Vec<String> {
         return Vec::new();
     };
     // Workload clusters may share an API server: a Node is this cluster's
-    // when Cluster API annotated it so.
+    // when Cluster API annotated it so. By name: the same Nodes make the
+    // same request, and the same status.
+    let mut nodes: Vec<_> = nodes.iter().collect();
+    nodes.sort_by_key(|node| node.metadata.name.clone());
     nodes
-        .iter()
+        .into_iter()
         .filter(|node| {
             let annotation = |key| node.annotations().get(key).map(String::as_str);
             annotation(annotations::NODE_CLUSTER_NAME) == Some(name.as_str())
@@ -183,8 +186,9 @@ fn record(
             phase: g.phase,
         })
         .collect();
-    status.nodes = summary
-        .nodes
+    let mut nodes = summary.nodes;
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    status.nodes = nodes
         .into_iter()
         .map(|n| NodeStatus {
             name: n.name,

@@ -16,6 +16,7 @@ use crate::controllers::config::ConfigError;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
+use crate::controllers::provider::loading;
 use crate::controllers::reconciler::Scope;
 use crate::wasm::World;
 use crate::wasm::composed::dns_label;
@@ -100,6 +101,13 @@ pub(super) async fn template(
     }
     let module = &template.spec.provider;
     let Some(provider) = ctx.runtime.registry().get(module) else {
+        // Served before, not yet by this process (it is starting): the
+        // install brings the cluster back, and a cluster at rest says
+        // nothing meanwhile rather than "not ready", then "ready".
+        let modules = &ctx.caches.modules;
+        if modules.get(None, module).is_some_and(|m| loading(&m)) {
+            scope.defer_status = true;
+        }
         let why = format!(
             "ProviderModule {module:?} of ClusterTemplate {name:?} has no version in service"
         );
