@@ -703,3 +703,85 @@ async fn an_operator_restart_writes_nothing_for_a_platform_cluster_at_rest() {
         "nothing was written; the status at rest {at_rest}\nand after {after}"
     );
 }
+
+#[tokio::test]
+async fn a_phase_past_the_template_s_timeout_is_unhealthy_with_the_reason() {
+    let platform = Platform::new("pc-timeout").await;
+    // Nothing answers on port 9: the pool's machines never come up.
+    let mut config = platform.objects.sim_config();
+    config["endpoint"] = json!("http://127.0.0.1:9");
+    let infrastructure = json!({"infrastructure": {
+        "provider": platform.modules.infrastructure,
+        "config": config,
+    }});
+    let template = platform.template("slow", "v1.31.2", infrastructure).await;
+    let timeout = json!({"spec": {"phaseTimeoutSeconds": 3}});
+    platform
+        .templates
+        .patch(&template, &PatchParams::default(), &merge(timeout))
+        .await
+        .unwrap();
+    platform.cluster("c", &template, &[("md", 1)]).await;
+
+    let message = platform.condition("c", "Ready", "PhaseTimedOut").await;
+    assert!(
+        message == "Reconciling for longer than the template's 3s: nodes provisioning: md 0/1",
+        "{message}"
+    );
+    let status = platform.clusters.get("c").await.unwrap().status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Unhealthy"));
+    assert_eq!(status.reported_phase.as_deref(), Some("Reconciling"));
+}
+
+#[tokio::test]
+async fn a_paused_cluster_is_left_alone_until_unpaused_and_bounds_become_annotations() {
+    let platform = Platform::new("pc-paused").await;
+    let template = platform.template("v31", "v1.31.2", json!({})).await;
+    let group = NodeGroup {
+        name: "auto".into(),
+        min_count: Some(1),
+        max_count: Some(3),
+        ..NodeGroup::default()
+    };
+    let mut cluster = PlatformCluster::new(
+        "c",
+        PlatformClusterSpec {
+            template_name: template,
+            node_groups: vec![group],
+            paused: true,
+            ..PlatformClusterSpec::default()
+        },
+    );
+    cluster.metadata.namespace = Some(platform.ns.clone());
+    create(&platform.client, &cluster).await.unwrap();
+    let message = platform.condition("c", "Paused", "Paused").await;
+    assert_eq!(message, "PlatformCluster spec.paused is set to true");
+    let pools = &platform.apis.pools;
+    assert!(
+        pools.get_opt("c-auto").await.unwrap().is_none(),
+        "nothing rendered while paused"
+    );
+
+    let unpause = json!({"spec": {"paused": false}});
+    platform
+        .clusters
+        .patch("c", &PatchParams::default(), &merge(unpause))
+        .await
+        .unwrap();
+    let pool = wait_for(pools, "c-auto", "the pool exists", |p| p.is_some())
+        .await
+        .unwrap();
+    assert_eq!(pool.spec.replicas, Some(1));
+    let annotations = pool.annotations();
+    let bound = |key: &str| {
+        annotations
+            .get(&format!(
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-{key}-size"
+            ))
+            .cloned()
+    };
+    assert_eq!(
+        (bound("min"), bound("max")),
+        (Some("1".into()), Some("3".into()))
+    );
+}
