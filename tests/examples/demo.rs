@@ -7,7 +7,10 @@
 //! to the registry and signs them with cosign; then creates a Cluster and a
 //! 3-replica MachinePool they serve, scales it, hot-swaps the
 //! infrastructure provider to version 0.2.0 (which labels the Nodes it
-//! makes) by moving its signed tag, scales again, and deletes everything. With `--ec2` (`make demo EC2=1`) it then
+//! makes) by moving its signed tag, scales again, and deletes everything;
+//! then a PlatformCluster of two node groups, composed from a
+//! ClusterTemplate by the sim-platform provider, rolls up to Ready and is
+//! deleted. With `--ec2` (`make demo EC2=1`) it then
 //! does the same on Amazon EC2's API as moto emulates it: the aws-ec2
 //! provider, holding no key (the operator signs its requests), makes the
 //! Cluster's network and a 3-replica pool's instances, and the Cluster's
@@ -34,6 +37,9 @@ use serde_json::json;
 use testenv::ec2::Ec2;
 use testenv::registry::{KeyPair, Registry};
 use testenv::{CREDENTIALS_NAMESPACE, TestEnv};
+
+#[path = "demo_platform.rs"]
+mod platform;
 
 const NAMESPACE: &str = "demo";
 const STEP_LIMIT: Duration = Duration::from_secs(180);
@@ -101,18 +107,7 @@ async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
             anyhow::Ok((running, endpoint))
         })
         .await?;
-    let operator = Operator::new(
-        env.management().config().clone(),
-        Config {
-            controllers: Controllers::All,
-            settings: Settings {
-                credentials_namespace: Some(CREDENTIALS_NAMESPACE.into()),
-                ..Settings::default()
-            },
-            ..Config::default()
-        },
-    )?;
-    let operator = tokio::spawn(operator.run(std::future::pending()));
+    let operator = tokio::spawn(operator(&env)?.run(std::future::pending()));
     println!("  operator running (all controllers); simulated cloud at {endpoint}");
 
     let (registry, key) = steps
@@ -171,11 +166,25 @@ async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
             delete(&client, &cloud),
         )
         .await?;
+    platform::leg(&mut steps, &client, workload, &endpoint).await?;
     if ec2 {
         ec2_leg(&mut steps, &client, workload).await?;
     }
     operator.abort();
     Ok(steps.done)
+}
+
+/// The operator with every controller, on `env`'s management server.
+fn operator(env: &TestEnv) -> anyhow::Result<Operator> {
+    let config = Config {
+        controllers: Controllers::All,
+        settings: Settings {
+            credentials_namespace: Some(CREDENTIALS_NAMESPACE.into()),
+            ..Settings::default()
+        },
+        ..Config::default()
+    };
+    Ok(Operator::new(env.management().config().clone(), config)?)
 }
 
 /// A Cluster and a 3-replica pool on EC2 (moto), then deleted.
