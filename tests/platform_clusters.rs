@@ -14,7 +14,7 @@ use capwasm::api::platform::{
 use capwasm::api::providermodule::World;
 use capwasm::api::{ClusterTemplate, PlatformCluster, ProviderModule};
 use capwasm::testing::objects::ProviderModuleBuilder;
-use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
+use capwasm::testing::{KUBEADM_JOIN_CONFIG, SIM_PLATFORM_KINDS, guest_path};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -28,14 +28,7 @@ use testenv::flows::{
 use testenv::install::{Install, RECONCILES};
 
 /// What the sample provider renders, by group and kind.
-const KINDS: &[(&str, &str)] = &[
-    ("cluster.x-k8s.io", "Cluster"),
-    ("cluster.x-k8s.io", "MachinePool"),
-    ("infrastructure.cluster.x-k8s.io", "WasmCluster"),
-    ("infrastructure.cluster.x-k8s.io", "WasmMachinePool"),
-    ("bootstrap.cluster.x-k8s.io", "WasmBootstrapConfig"),
-    ("", "Secret"),
-];
+const KINDS: &[(&str, &str)] = SIM_PLATFORM_KINDS;
 
 /// A namespace with a platform module of `file`, allowed `kinds`, beside
 /// the kubeadm-bootstrap and sim-infrastructure modules.

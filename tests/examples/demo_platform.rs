@@ -8,7 +8,7 @@ use capwasm::api::platform::{ClusterTemplateSpec, NodeGroup, PlatformClusterSpec
 use capwasm::api::providermodule::World;
 use capwasm::api::{Cluster, ClusterTemplate, PlatformCluster, ProviderModule};
 use capwasm::testing::objects::ProviderModuleBuilder;
-use capwasm::testing::{KUBEADM_JOIN_CONFIG, guest_path};
+use capwasm::testing::{KUBEADM_JOIN_CONFIG, SIM_PLATFORM_KINDS, guest_path};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -58,14 +58,7 @@ async fn create(
         World::Platform,
         &guest_path("sim_platform.wasm").to_string_lossy(),
     )
-    .allowed_kinds(&[
-        ("cluster.x-k8s.io", "Cluster"),
-        ("cluster.x-k8s.io", "MachinePool"),
-        ("infrastructure.cluster.x-k8s.io", "WasmCluster"),
-        ("infrastructure.cluster.x-k8s.io", "WasmMachinePool"),
-        ("bootstrap.cluster.x-k8s.io", "WasmBootstrapConfig"),
-        ("", "Secret"),
-    ])
+    .allowed_kinds(SIM_PLATFORM_KINDS)
     .build();
     modules.create(&PostParams::default(), &module).await?;
     let sim = json!({ "endpoint": endpoint, "region": "local-1", "pollSeconds": 1 });

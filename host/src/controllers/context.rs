@@ -120,7 +120,7 @@ pub struct Context {
     /// The answers to our writes the caches have not shown yet.
     pub own_writes: Arc<OwnWrites>,
     /// The watches of the kinds platform clusters are made of.
-    pub platform: super::platform::Children,
+    pub platform: super::platform::children::Children,
     recorder: Recorder,
     backoff: Backoff,
 }
@@ -147,7 +147,7 @@ impl Context {
         let own_writes = Arc::new(OwnWrites::default());
         let (external, pools, clusters) =
             ExternalObjects::new(client.clone(), &caches, metrics.clone(), own_writes.clone());
-        let (platform, platforms) = super::platform::Children::new(client.clone());
+        let (platform, platforms) = super::platform::children::Children::new(client.clone());
         let reporter = Reporter {
             controller: "capwasm".into(),
             instance: settings.instance.clone(),

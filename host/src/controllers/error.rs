@@ -75,7 +75,7 @@ pub enum Error {
     Kubeconfig(#[source] crate::workload::generated::GenerateError),
     /// A kind a platform cluster is made of cannot be read.
     #[error("cannot read a platform cluster's objects")]
-    Children(#[source] super::platform::ChildError),
+    Children(#[source] super::platform::children::ChildError),
 }
 
 impl Error {

@@ -25,3 +25,14 @@ pub const KUBEADM_JOIN_CONFIG: &str = r#"{
   "token": "abcdef.0123456789abcdef",
   "caCertHashes": ["sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"]
 }"#;
+
+/// What `sim-platform` renders, by API group and kind: its module's
+/// `capabilities.allowedKinds`.
+pub const SIM_PLATFORM_KINDS: &[(&str, &str)] = &[
+    ("cluster.x-k8s.io", "Cluster"),
+    ("cluster.x-k8s.io", "MachinePool"),
+    ("infrastructure.cluster.x-k8s.io", "WasmCluster"),
+    ("infrastructure.cluster.x-k8s.io", "WasmMachinePool"),
+    ("bootstrap.cluster.x-k8s.io", "WasmBootstrapConfig"),
+    ("", "Secret"),
+];

@@ -8,4 +8,4 @@ pub mod objects;
 /// Requests into providers (the conformance scenarios' own).
 pub use crate::conformance::requests;
 
-pub use guests::{KUBEADM_JOIN_CONFIG, guest_path};
+pub use guests::{KUBEADM_JOIN_CONFIG, SIM_PLATFORM_KINDS, guest_path};

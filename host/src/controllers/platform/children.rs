@@ -18,12 +18,8 @@ use kube::{Api, Client, ResourceExt as _};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::api::PlatformCluster;
 use crate::api::platform::CLUSTER_LABEL;
-use crate::api::{ConditionType, PlatformCluster};
-use crate::controllers::context::Context;
-use crate::controllers::error::Error;
-use crate::controllers::outcome::Outcome;
-use crate::controllers::reconciler::Scope;
 use crate::wasm::ObjectKind;
 
 /// How long a cluster waits for the first list of a kind it is the first to need.
@@ -81,44 +77,19 @@ impl Child {
     }
 
     /// Asks for its deletion (in the background: its own finalizers run);
-    /// gone already is fine.
-    pub async fn delete(&self, ctx: &Context) -> Result<(), Error> {
+    /// whether a request was made (gone already is fine).
+    pub async fn delete(&self, client: &Client) -> Result<bool, kube::Error> {
         let namespace = self.object.namespace().unwrap_or_default();
-        let api =
-            Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &namespace, &self.resource);
-        let name = self.object.name_any();
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {
-                ctx.metrics.write(super::CONTROLLER, "pruned");
-                Ok(())
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(source) => Err(Error::Write {
-                what: "a platform cluster's object",
-                name: format!("{}/{name}", self.resource.kind),
-                source,
-            }),
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &self.resource);
+        match api
+            .delete(&self.object.name_any(), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(error) => Err(error),
         }
     }
-}
-
-/// Reads the cluster's objects, of the kinds its module may render.
-pub(super) async fn observe(
-    scope: &mut Scope<PlatformCluster>,
-    ctx: &Context,
-) -> Result<Outcome, Error> {
-    if scope.found.provider.is_none() {
-        return Ok(Outcome::Continue);
-    }
-    let kinds = scope.found.kinds.clone();
-    let (namespace, name) = (scope.namespace(), scope.object.name_any());
-    let observed = ctx
-        .platform
-        .of(&kinds, &namespace, &name)
-        .await
-        .map_err(|e| scope.failed(ConditionType::Composed, Error::Children(e)))?;
-    scope.found.observed = Some(observed);
-    Ok(Outcome::Continue)
 }
 
 /// A kind's watch.

@@ -330,7 +330,7 @@ async fn prune(
         if rendered.contains(&key) || !ours || object.meta().deletion_timestamp.is_some() {
             continue;
         }
-        child.delete(ctx).await?;
+        super::observe::remove(ctx, child).await?;
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ pub(super) async fn delete(
     }
     for child in &waiting_for {
         if child.object.meta().deletion_timestamp.is_none() {
-            child.delete(ctx).await?;
+            super::observe::remove(ctx, child).await?;
         }
     }
     let names: Vec<String> = waiting_for

@@ -21,10 +21,11 @@
 //! Deletion deletes the CAPI Cluster first, waits until it is gone, then
 //! the rest, and only then lets the PlatformCluster go ([`delete`]).
 
-mod children;
+pub mod children;
 mod compose;
 mod delete;
 mod documents;
+mod observe;
 mod rollup;
 mod spec;
 
@@ -35,8 +36,6 @@ use futures::{Stream, StreamExt as _};
 use kube::ResourceExt as _;
 use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-
-pub use children::{ChildError, Children};
 
 use super::context::Context;
 use super::error::Error;
@@ -79,7 +78,7 @@ impl Reconciler for PlatformCluster {
     const PHASES: &'static [Phase<Self>] = phases![PlatformCluster:
         spec::template,
         spec::change,
-        children::observe,
+        observe::observe,
         compose::compose,
         rollup::roll_up,
     ];

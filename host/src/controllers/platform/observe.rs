@@ -1,0 +1,47 @@
+//! The cluster's objects as the phases read and remove them: from the
+//! label-selected watches of [`Children`](super::children::Children).
+
+use kube::ResourceExt as _;
+
+use super::children::Child;
+use crate::api::{ConditionType, PlatformCluster};
+use crate::controllers::context::Context;
+use crate::controllers::error::Error;
+use crate::controllers::outcome::Outcome;
+use crate::controllers::reconciler::Scope;
+
+/// Reads the cluster's objects, of the kinds its module may render.
+pub(super) async fn observe(
+    scope: &mut Scope<PlatformCluster>,
+    ctx: &Context,
+) -> Result<Outcome, Error> {
+    if scope.found.provider.is_none() {
+        return Ok(Outcome::Continue);
+    }
+    let kinds = scope.found.kinds.clone();
+    let (namespace, name) = (scope.namespace(), scope.object.name_any());
+    let observed = ctx
+        .platform
+        .of(&kinds, &namespace, &name)
+        .await
+        .map_err(|e| scope.failed(ConditionType::Composed, Error::Children(e)))?;
+    scope.found.observed = Some(observed);
+    Ok(Outcome::Continue)
+}
+
+/// Asks for `child`'s deletion, counted as the controller's write.
+pub(super) async fn remove(ctx: &Context, child: &Child) -> Result<(), Error> {
+    match child.delete(&ctx.client).await {
+        Ok(asked) => {
+            if asked {
+                ctx.metrics.write(super::CONTROLLER, "deleted");
+            }
+            Ok(())
+        }
+        Err(source) => Err(Error::Write {
+            what: "a platform cluster's object",
+            name: format!("{}/{}", child.resource.kind, child.object.name_any()),
+            source,
+        }),
+    }
+}
