@@ -30,5 +30,7 @@ pub fn kind_and_name(value: &Value) -> (&str, &str) {
 
 /// The number at `path`, if it is a non-negative integer that fits.
 pub fn count(value: &Value, path: &[&str]) -> Option<u32> {
-    at(value, path)?.as_u64().and_then(|n| u32::try_from(n).ok())
+    at(value, path)?
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
 }

@@ -34,8 +34,12 @@ pub fn render(request: &RenderRequest) -> Result<Rendered, ProviderError> {
     let version = text(&values, &["kubernetesVersion"]).unwrap_or_default();
     let provider = |path: &str| -> (Value, Value) {
         (
-            at(&values, &[path, "provider"]).cloned().unwrap_or(Value::Null),
-            at(&values, &[path, "config"]).cloned().unwrap_or_else(|| json!({})),
+            at(&values, &[path, "provider"])
+                .cloned()
+                .unwrap_or(Value::Null),
+            at(&values, &[path, "config"])
+                .cloned()
+                .unwrap_or_else(|| json!({})),
         )
     };
     let (bootstrap, bootstrap_config) = provider("bootstrap");
@@ -152,7 +156,9 @@ fn extra_objects(values: &Value) -> Vec<Value> {
     let Some(first) = extra.first() else {
         return extra;
     };
-    let base = text(first, &["metadata", "name"]).unwrap_or("extra").to_owned();
+    let base = text(first, &["metadata", "name"])
+        .unwrap_or("extra")
+        .to_owned();
     let mut objects = extra.clone();
     for i in 0..copies {
         let mut copy = first.clone();
@@ -226,8 +232,14 @@ mod tests {
     fn an_autoscaled_group_keeps_the_autoscaler_s_count_within_its_bounds() {
         let cluster = json!({"metadata": {"name": "c"}, "spec": {"nodeGroups": [{"name": "a", "minCount": 1, "maxCount": 4}]}});
         let pool = |n: u32| json!({"kind": "MachinePool", "metadata": {"name": "c-a"}, "spec": {"replicas": n}});
-        assert_eq!(rendered(&cluster, &values(), &[pool(3)])[2]["spec"]["replicas"], 3);
-        assert_eq!(rendered(&cluster, &values(), &[pool(9)])[2]["spec"]["replicas"], 4);
+        assert_eq!(
+            rendered(&cluster, &values(), &[pool(3)])[2]["spec"]["replicas"],
+            3
+        );
+        assert_eq!(
+            rendered(&cluster, &values(), &[pool(9)])[2]["spec"]["replicas"],
+            4
+        );
     }
 
     #[test]
@@ -235,6 +247,8 @@ mod tests {
         let long = "g".repeat(63);
         let cluster = json!({"metadata": {"name": "c"}, "spec": {"nodeGroups": [{"name": long, "count": 1}]}});
         let error = render(&request(&cluster, &values(), &[])).err();
-        assert!(matches!(error, Some(ProviderError::InvalidConfig(e)) if e.path == "$.nodeGroups[0].name"));
+        assert!(
+            matches!(error, Some(ProviderError::InvalidConfig(e)) if e.path == "$.nodeGroups[0].name")
+        );
     }
 }

@@ -6,8 +6,7 @@
 use alloc::collections::BTreeSet;
 
 use capwasm_provider_sdk::platform::{
-    ClusterSummary, Condition, ConditionStatus, NodeGroupSummary, NodeSummary, Phase,
-    StatusRequest,
+    ClusterSummary, Condition, ConditionStatus, NodeGroupSummary, NodeSummary, Phase, StatusRequest,
 };
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::ProviderError;
@@ -24,7 +23,9 @@ pub fn status(request: &StatusRequest) -> Result<ClusterSummary, ProviderError> 
     let observed = parse_all(&request.observed, "observed")?;
     let nodes = parse_all(&request.nodes, "nodes")?;
     let name = text(&cluster, &["metadata", "name"]).unwrap_or_default();
-    let capi = observed.iter().find(|o| kind_and_name(o) == ("Cluster", name));
+    let capi = observed
+        .iter()
+        .find(|o| kind_and_name(o) == ("Cluster", name));
     let groups = node_groups(&cluster, &observed, name);
     let nodes: Vec<NodeSummary> = nodes.iter().map(|n| node(n, name)).collect();
     let versions: BTreeSet<Version> = nodes
@@ -43,29 +44,61 @@ pub fn status(request: &StatusRequest) -> Result<ClusterSummary, ProviderError> 
         .iter()
         .filter(|g| g.phase == "Failed")
         .map(|g| format!("node group {} failed", g.name))
-        .chain(nodes.iter().filter(|n| !n.ready).map(|n| format!("node {} is not ready", n.name)))
+        .chain(
+            nodes
+                .iter()
+                .filter(|n| !n.ready)
+                .map(|n| format!("node {} is not ready", n.name)),
+        )
         .collect();
 
     let (phase, message) = if capi.is_none() {
-        (Phase::Pending, "waiting for the Cluster to be created".to_owned())
+        (
+            Phase::Pending,
+            "waiting for the Cluster to be created".to_owned(),
+        )
     } else if !networking {
-        (Phase::Reconciling, "networking: the cluster's infrastructure is being provisioned".to_owned())
+        (
+            Phase::Reconciling,
+            "networking: the cluster's infrastructure is being provisioned".to_owned(),
+        )
     } else if !control_plane {
-        (Phase::Reconciling, "control plane: waiting for the API server to answer".to_owned())
+        (
+            Phase::Reconciling,
+            "control plane: waiting for the API server to answer".to_owned(),
+        )
     } else if versions.len() > 1 {
         let list: Vec<String> = versions.iter().map(ToString::to_string).collect();
         (Phase::Upgrading, format!("nodes run {}", list.join(", ")))
     } else if !provisioning.is_empty() {
-        (Phase::Reconciling, format!("nodes provisioning: {}", provisioning.join(", ")))
+        (
+            Phase::Reconciling,
+            format!("nodes provisioning: {}", provisioning.join(", ")),
+        )
     } else if !unhealthy.is_empty() {
         (Phase::Unhealthy, unhealthy.join(", "))
     } else {
         (Phase::Ready, String::new())
     };
     let conditions = vec![
-        condition("NetworkingReady", networking, "InfrastructureProvisioned", "WaitingForInfrastructure"),
-        condition("ControlPlaneReady", control_plane, "ControlPlaneAnswers", "WaitingForControlPlane"),
-        condition("NodesReady", provisioning.is_empty() && unhealthy.is_empty(), "NodesReady", "NodesNotReady"),
+        condition(
+            "NetworkingReady",
+            networking,
+            "InfrastructureProvisioned",
+            "WaitingForInfrastructure",
+        ),
+        condition(
+            "ControlPlaneReady",
+            control_plane,
+            "ControlPlaneAnswers",
+            "WaitingForControlPlane",
+        ),
+        condition(
+            "NodesReady",
+            provisioning.is_empty() && unhealthy.is_empty(),
+            "NodesReady",
+            "NodesNotReady",
+        ),
     ];
     Ok(ClusterSummary {
         phase,
@@ -84,7 +117,11 @@ fn parse_all(documents: &[String], what: &str) -> Result<Vec<Value>, ProviderErr
 fn condition(kind: &str, holds: bool, yes: &str, no: &str) -> Condition {
     Condition {
         kind: kind.into(),
-        status: if holds { ConditionStatus::Satisfied } else { ConditionStatus::Unsatisfied },
+        status: if holds {
+            ConditionStatus::Satisfied
+        } else {
+            ConditionStatus::Unsatisfied
+        },
         reason: (if holds { yes } else { no }).into(),
         message: String::new(),
     }
@@ -111,7 +148,9 @@ fn node_groups(cluster: &Value, observed: &[Value], name: &str) -> Vec<NodeGroup
             NodeGroupSummary {
                 name: group_name.into(),
                 desired,
-                ready: pool.and_then(|p| count(p, &["status", "readyReplicas"])).unwrap_or(0),
+                ready: pool
+                    .and_then(|p| count(p, &["status", "readyReplicas"]))
+                    .unwrap_or(0),
                 phase: pool
                     .and_then(|p| text(p, &["status", "phase"]))
                     .unwrap_or("Pending")
@@ -127,8 +166,9 @@ fn node(node: &Value, cluster: &str) -> NodeSummary {
     let ready = at(node, &["status", "conditions"])
         .and_then(Value::as_array)
         .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| text(c, &["type"]) == Some("Ready") && text(c, &["status"]) == Some("True"))
+            cs.iter().any(|c| {
+                text(c, &["type"]) == Some("Ready") && text(c, &["status"]) == Some("True")
+            })
         });
     NodeSummary {
         name: text(node, &["metadata", "name"]).unwrap_or_default().into(),
@@ -179,18 +219,37 @@ mod tests {
     #[test]
     fn the_phase_rolls_up_in_azimuth_s_order() {
         assert_eq!(summary(&[], &[]).phase, Phase::Pending);
-        assert_eq!(summary(&[capi(false, false)], &[]).phase, Phase::Reconciling);
-        assert!(summary(&[capi(true, false)], &[]).message.starts_with("control plane"));
+        assert_eq!(
+            summary(&[capi(false, false)], &[]).phase,
+            Phase::Reconciling
+        );
+        assert!(
+            summary(&[capi(true, false)], &[])
+                .message
+                .starts_with("control plane")
+        );
         let mixed = [node("a", "v1.30.1", true), node("b", "v1.31.2", true)];
         let upgrading = summary(&[capi(true, true), pool(1, "ScalingUp")], &mixed);
-        assert_eq!((upgrading.phase, upgrading.message.as_str()), (Phase::Upgrading, "nodes run v1.30.1, v1.31.2"));
+        assert_eq!(
+            (upgrading.phase, upgrading.message.as_str()),
+            (Phase::Upgrading, "nodes run v1.30.1, v1.31.2")
+        );
         assert_eq!(upgrading.kubernetes_version.as_deref(), Some("v1.30.1"));
         let one = [node("a", "v1.31.2", true)];
         let provisioning = summary(&[capi(true, true), pool(1, "ScalingUp")], &one);
-        assert_eq!((provisioning.phase, provisioning.message.as_str()), (Phase::Reconciling, "nodes provisioning: md 1/2"));
+        assert_eq!(
+            (provisioning.phase, provisioning.message.as_str()),
+            (Phase::Reconciling, "nodes provisioning: md 1/2")
+        );
         let sick = [node("a", "v1.31.2", true), node("b", "v1.31.2", false)];
-        assert_eq!(summary(&[capi(true, true), pool(2, "Running")], &sick).phase, Phase::Unhealthy);
-        let ready = summary(&[capi(true, true), pool(2, "Running")], &[node("a", "v1.31.2", true), node("b", "v1.31.2", true)]);
+        assert_eq!(
+            summary(&[capi(true, true), pool(2, "Running")], &sick).phase,
+            Phase::Unhealthy
+        );
+        let ready = summary(
+            &[capi(true, true), pool(2, "Running")],
+            &[node("a", "v1.31.2", true), node("b", "v1.31.2", true)],
+        );
         assert_eq!(ready.phase, Phase::Ready);
         assert_eq!(ready.node_groups[0].ready, 2);
         assert_eq!(ready.nodes[1].node_group, "md");

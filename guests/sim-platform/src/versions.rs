@@ -44,7 +44,9 @@ pub fn validate(request: &ValidateRequest) -> Result<Verdict, ProviderError> {
     let old_template = parse(&request.old_template, "old template")?;
     let new_template = parse(&request.new_template, "new template")?;
     let Some(to) = version_of(&new, &new_template) else {
-        return Ok(Verdict::Refused("the new template has no kubernetesVersion".into()));
+        return Ok(Verdict::Refused(
+            "the new template has no kubernetesVersion".into(),
+        ));
     };
     // A template gone since it was applied: nothing to compare with.
     let Some(from) = version_of(&old, &old_template) else {
@@ -82,7 +84,10 @@ mod tests {
 
     /// Why the change is refused; `None` if allowed.
     fn verdict(from: &str, to: &str, kubelets: &[&str]) -> Option<String> {
-        let nodes: Vec<Value> = kubelets.iter().map(|v| json!({"kubeletVersion": v})).collect();
+        let nodes: Vec<Value> = kubelets
+            .iter()
+            .map(|v| json!({"kubeletVersion": v}))
+            .collect();
         let template = |v: &str| json!({"spec": {"values": {"kubernetesVersion": v}}}).to_string();
         let request = ValidateRequest {
             old: json!({"status": {"nodes": nodes}}).to_string(),
