@@ -130,11 +130,14 @@ fn describe<'a>(file: &str, provider: &'a LoadedProvider, size: usize) -> Descri
 fn wit_package(exports: &[String]) -> String {
     exports
         .iter()
-        .find_map(|e| e.strip_prefix("capwasm:provider/"))
-        .and_then(|e| e.rsplit_once('@'))
-        .map_or_else(String::new, |(_, version)| {
-            format!("capwasm:provider@{version}")
+        .find_map(|e| {
+            let (package, rest) = e.split_once('/')?;
+            let (_, version) = rest.rsplit_once('@')?;
+            package
+                .starts_with("capwasm:")
+                .then(|| format!("{package}@{version}"))
         })
+        .unwrap_or_default()
 }
 
 fn write_text(out: &mut impl std::io::Write, d: &Description<'_>) -> anyhow::Result<()> {
@@ -173,5 +176,7 @@ mod tests {
         ];
         assert_eq!(wit_package(&exports), "capwasm:provider@0.1.0");
         assert_eq!(wit_package(&["info".to_owned()]), "");
+        let platform = ["capwasm:platform/composition@0.1.0".to_owned()];
+        assert_eq!(wit_package(&platform), "capwasm:platform@0.1.0");
     }
 }
