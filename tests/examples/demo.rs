@@ -166,7 +166,7 @@ async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
             delete(&client, &cloud),
         )
         .await?;
-    platform::leg(&mut steps, &client, workload, &endpoint).await?;
+    Box::pin(platform::leg(&mut steps, &client, workload, &endpoint)).await?;
     if ec2 {
         ec2_leg(&mut steps, &client, workload).await?;
     }

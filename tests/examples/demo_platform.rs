@@ -27,7 +27,7 @@ pub async fn leg(
     steps
         .run(
             "load sim-platform; a PlatformCluster with node groups md (2) and gpu (1)",
-            create(client, workload, endpoint),
+            Box::pin(create(client, workload, endpoint)),
         )
         .await?;
     steps
@@ -61,6 +61,7 @@ async fn create(
     .allowed_kinds(SIM_PLATFORM_KINDS)
     .build();
     modules.create(&PostParams::default(), &module).await?;
+    testenv::flows::wait_for_module(&modules, "sim-platform", "Ready").await;
     let sim = json!({ "endpoint": endpoint, "region": "local-1", "pollSeconds": 1 });
     let mut cluster_config = sim.clone();
     cluster_config["controlPlaneHost"] = json!("127.0.0.1");

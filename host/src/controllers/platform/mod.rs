@@ -126,9 +126,25 @@ impl Reconciler for PlatformCluster {
             let message = scope.status.message.clone().unwrap_or_default();
             Desired::fails(ConditionType::Ready, reason, message)
         };
-        // Nothing composed yet and nothing will be until something changes.
+        // Nothing composed yet: Pending while it waits for what comes by
+        // itself (its provider loading, the API server), Failed while it
+        // waits for someone to change the spec, template or provider.
         if scope.status.applied_template.is_none() && (failed.is_some() || waiting.is_some()) {
-            scope.status.phase = Some(phase::FAILED.to_owned());
+            let transient = matches!(
+                desired.reason,
+                Reason::ProviderNotReady
+                    | Reason::ProviderRetrying
+                    | Reason::ProviderThrottled
+                    | Reason::GuestUnavailable
+                    | Reason::ApiError
+                    | Reason::KindUnavailable
+            );
+            let phase = if transient {
+                phase::PENDING
+            } else {
+                phase::FAILED
+            };
+            scope.status.phase = Some(phase.to_owned());
             scope.status.message = Some(desired.message.clone());
         }
         scope.set(desired);
