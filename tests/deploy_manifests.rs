@@ -359,6 +359,31 @@ async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
         .unwrap_or_else(|e| panic!("the Deployment's Pod is refused in {namespace}: {e}"));
 }
 
+/// The operator's own role reads Clusters and MachinePools, and creates,
+/// applies and deletes them only as a platform cluster's objects: never
+/// their status, finalizers by update, or anything else.
+fn reads_or_composes_clusters(rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>) {
+    for rule in rules {
+        if rule
+            .api_groups
+            .iter()
+            .flatten()
+            .any(|g| g == "cluster.x-k8s.io")
+        {
+            let composed = ["list", "watch", "create", "patch", "delete"];
+            assert!(
+                rule.verbs == ["list", "watch"] || rule.verbs == composed,
+                "{rule:?}"
+            );
+            let mut resources = rule.resources.iter().flatten();
+            assert!(
+                resources.all(|r| r == "clusters" || r == "machinepools"),
+                "{rule:?}"
+            );
+        }
+    }
+}
+
 /// Provider mode renders the standalone install without the core CRDs,
 /// with the provider controllers only, a ClusterRole that writes no Cluster
 /// or MachinePool, and the provider kinds aggregated into upstream's manager
@@ -378,10 +403,10 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
         .map(|m| m.object.name_any())
         .filter(|name| !core.contains(&name.as_str()))
         .collect();
-    assert_eq!(crds.len(), 4, "{crds:?}");
+    assert_eq!(crds.len(), 6, "{crds:?}");
     assert_eq!(
         crds, expected,
-        "provider mode installs the provider kinds and ProviderModule"
+        "provider mode installs the provider kinds, ProviderModule and the platform kinds"
     );
 
     // The same Deployment but for the controllers it runs.
@@ -420,17 +445,7 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
             .and_then(|r| r.rules.clone())
             .unwrap_or_else(|| panic!("no ClusterRole {name}"))
     };
-    // The operator's own role writes no Cluster or MachinePool.
-    for rule in rules_of("capwasm-manager") {
-        if rule
-            .api_groups
-            .iter()
-            .flatten()
-            .any(|g| g == "cluster.x-k8s.io")
-        {
-            assert_eq!(rule.verbs, ["list", "watch"], "{rule:?}");
-        }
-    }
+    reads_or_composes_clusters(rules_of("capwasm-manager"));
     // The aggregated one gives upstream's manager what it does to the
     // provider objects.
     let aggregated = roles

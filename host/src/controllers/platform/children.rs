@@ -57,9 +57,9 @@ pub struct Child {
 }
 
 impl Child {
-    /// The object as a JSON document, with its apiVersion and kind (list
-    /// items of built-in kinds come without).
-    pub fn document(&self) -> String {
+    /// The object as JSON, with its apiVersion and kind (list items of
+    /// built-in kinds come without).
+    pub fn value(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(&*self.object).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
             map.insert(
@@ -68,7 +68,12 @@ impl Child {
             );
             map.insert("kind".into(), self.resource.kind.clone().into());
         }
-        value.to_string()
+        value
+    }
+
+    /// [`Child::value`] as a JSON document.
+    pub fn document(&self) -> String {
+        self.value().to_string()
     }
 
     /// Whether it is of `group` and `kind`.
