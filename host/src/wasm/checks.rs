@@ -38,7 +38,7 @@ pub struct Violation {
     pub field: String,
 }
 
-fn violation(rule: &'static str, field: impl Into<String>) -> Violation {
+pub(crate) fn violation(rule: &'static str, field: impl Into<String>) -> Violation {
     Violation {
         rule,
         field: field.into(),

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::checks::Violation;
+use super::checks::{Violation, violation};
 use super::composition::{ClusterSummary, GeneratedSecret, Rendered};
 use super::text;
 
@@ -51,13 +51,6 @@ pub struct Composition {
     pub objects: Vec<Map<String, Value>>,
     /// The Secrets to generate.
     pub secrets: Vec<GeneratedSecret>,
-}
-
-fn violation(rule: &'static str, field: impl Into<String>) -> Violation {
-    Violation {
-        rule,
-        field: field.into(),
-    }
 }
 
 /// Whether `name` is a DNS label (RFC 1123): what every rendered name must be.

@@ -70,6 +70,11 @@ impl ConditionType {
         Self::Composed,
     ];
 
+    /// The type named `name`, if capwasm writes it.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|t| t.as_str() == name)
+    }
+
     /// The upstream name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -18,6 +18,7 @@ use kube::{Api, Client, ResourceExt as _};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use super::documents::typed;
 use crate::api::PlatformCluster;
 use crate::api::platform::CLUSTER_LABEL;
 use crate::wasm::ObjectKind;
@@ -60,20 +61,21 @@ impl Child {
     /// The object as JSON, with its apiVersion and kind (list items of
     /// built-in kinds come without).
     pub fn value(&self) -> serde_json::Value {
-        let mut value = serde_json::to_value(&*self.object).unwrap_or_default();
-        if let Some(map) = value.as_object_mut() {
-            map.insert(
-                "apiVersion".into(),
-                self.resource.api_version.clone().into(),
-            );
-            map.insert("kind".into(), self.resource.kind.clone().into());
-        }
-        value
+        let value = serde_json::to_value(&*self.object).unwrap_or_default();
+        typed(value, &self.resource.api_version, &self.resource.kind)
     }
 
     /// [`Child::value`] as a JSON document.
     pub fn document(&self) -> String {
         self.value().to_string()
+    }
+
+    /// Whether platform cluster `uid` owns it, or nobody does (a restore
+    /// from backup): what the cluster may prune and delete, never an
+    /// object another owner took.
+    pub fn ours(&self, uid: &str) -> bool {
+        let owners = self.object.owner_references();
+        owners.is_empty() || owners.iter().any(|r| r.uid == uid)
     }
 
     /// Whether it is of `group` and `kind`.

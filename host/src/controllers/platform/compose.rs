@@ -16,7 +16,6 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::children::Child;
-use super::documents::document;
 use crate::api::conditions::Desired;
 use crate::api::platform::{CLUSTER_LABEL, FIELD_MANAGER};
 use crate::api::provider::ServedBy;
@@ -40,12 +39,9 @@ pub(super) async fn compose(
     ctx: &Context,
 ) -> Result<Outcome, Error> {
     let found = &scope.found;
-    let (Some(template), Some(provider), Some(values), Some(observed)) = (
-        &found.template,
-        &found.provider,
-        &found.values,
-        &found.observed,
-    ) else {
+    let (Some(provider), Some(values), Some(observed)) =
+        (&found.provider, &found.values, &found.observed)
+    else {
         return Ok(Outcome::Continue);
     };
     if found.hold {
@@ -54,11 +50,12 @@ pub(super) async fn compose(
     let (provider, observed) = (provider.clone(), observed.clone());
     let object = scope.object.clone();
     let (namespace, uid) = (scope.namespace(), object.uid().unwrap_or_default());
+    let documents = &found.documents;
     let request = RenderRequest {
-        cluster: document(&*object),
-        template: document(&**template),
+        cluster: documents.cluster.clone(),
+        template: documents.template.clone(),
         values: values.clone(),
-        observed: observed.iter().map(Child::document).collect(),
+        observed: documents.observed.clone(),
     };
     let composition = ctx
         .runtime
@@ -320,14 +317,13 @@ async fn prune(
 ) -> Result<(), Error> {
     for child in observed {
         let object = &child.object;
-        let owners = object.owner_references();
-        let ours = owners.is_empty() || owners.iter().any(|r| r.uid == uid);
         let key = key(
             &child.resource.group,
             &child.resource.kind,
             &object.name_any(),
         );
-        if rendered.contains(&key) || !ours || object.meta().deletion_timestamp.is_some() {
+        if rendered.contains(&key) || !child.ours(uid) || object.meta().deletion_timestamp.is_some()
+        {
             continue;
         }
         super::observe::remove(ctx, child).await?;
@@ -352,7 +348,9 @@ mod tests {
             ..OwnerReference::default()
         };
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "ownerReferences": [owner]}, "data": {"k": "v"}});
-        let Value::Object(body) = body else { return };
+        let Value::Object(body) = body else {
+            panic!("not an object: {body}")
+        };
         // As a watch of a built-in kind lists it: no apiVersion or kind.
         let mut object = DynamicObject {
             types: None,

@@ -22,13 +22,7 @@ pub(super) async fn delete(
 ) -> Result<Outcome, Error> {
     let observed = observed(scope, ctx).await?;
     let uid = scope.object.uid().unwrap_or_default();
-    let ours: Vec<&Child> = observed
-        .iter()
-        .filter(|c| {
-            let owners = c.object.owner_references();
-            owners.is_empty() || owners.iter().any(|r| r.uid == uid)
-        })
-        .collect();
+    let ours: Vec<&Child> = observed.iter().filter(|c| c.ours(&uid)).collect();
     let clusters: Vec<&Child> = ours
         .iter()
         .copied()

@@ -11,15 +11,33 @@ use crate::api::{ClusterTemplate, PlatformCluster};
 
 /// `object` as a JSON document with apiVersion and kind, managedFields dropped.
 pub fn document<K: Resource<DynamicType = ()> + Serialize>(object: &K) -> String {
-    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), K::api_version(&()).into());
-        map.insert("kind".into(), K::kind(&()).into());
-        if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.remove("managedFields");
-        }
+    let value = serde_json::to_value(object).unwrap_or(Value::Null);
+    let mut value = typed(value, &K::api_version(&()), &K::kind(&()));
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
     }
     value.to_string()
+}
+
+/// `value` with its `apiVersion` and `kind` (the list items of a built-in
+/// kind come without them).
+pub fn typed(mut value: Value, api_version: &str, kind: &str) -> Value {
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".into(), api_version.into());
+        map.insert("kind".into(), kind.into());
+    }
+    value
+}
+
+/// What the provider's calls read, serialised once per reconcile.
+#[derive(Default)]
+pub struct Documents {
+    /// The PlatformCluster.
+    pub cluster: String,
+    /// Its ClusterTemplate.
+    pub template: String,
+    /// Its objects.
+    pub observed: Vec<String>,
 }
 
 /// The cluster as it runs: its spec with the template last applied.

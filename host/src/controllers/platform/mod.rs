@@ -65,6 +65,8 @@ pub struct Found {
     pub values: Option<String>,
     /// The cluster's objects, once read.
     pub observed: Option<Vec<children::Child>>,
+    /// The cluster, its template and its objects as the provider reads them.
+    pub documents: documents::Documents,
     /// Nothing may be applied: the spec breaks a rule or its change was refused.
     pub hold: bool,
 }

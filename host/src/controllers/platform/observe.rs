@@ -25,6 +25,7 @@ pub(super) async fn observe(
         .of(&kinds, &namespace, &name)
         .await
         .map_err(|e| scope.failed(ConditionType::Composed, Error::Children(e)))?;
+    scope.found.documents.observed = observed.iter().map(Child::document).collect();
     scope.found.observed = Some(observed);
     Ok(Outcome::Continue)
 }

@@ -11,7 +11,7 @@ use kube::ResourceExt as _;
 use serde_json::Value;
 
 use super::children::Child;
-use super::documents::{self, document};
+use super::documents;
 use crate::api::conditions::{self, ConditionType};
 use crate::api::platform::{
     DEFAULT_PHASE_TIMEOUT_SECONDS, NodeGroupStatus, NodeStatus, PlatformClusterStatus, phase,
@@ -41,9 +41,9 @@ pub(super) async fn roll_up(
     let (template, provider) = (template.clone(), provider.clone());
     let object = scope.object.clone();
     let request = StatusRequest {
-        cluster: document(&*object),
-        template: document(&*template),
-        observed: observed.iter().map(Child::document).collect(),
+        cluster: found.documents.cluster.clone(),
+        template: found.documents.template.clone(),
+        observed: found.documents.observed.clone(),
         nodes: nodes(ctx, observed).await,
     };
     let uid = object.uid().unwrap_or_default();
@@ -110,13 +110,10 @@ async fn nodes(ctx: &Context, observed: &[Child]) -> Vec<String> {
 /// A condition of a type the host writes, which the provider may not set.
 fn host_condition(summary: &ClusterSummary) -> Option<Violation> {
     summary.conditions.iter().enumerate().find_map(|(i, c)| {
-        ConditionType::ALL
-            .iter()
-            .any(|t| t.as_str() == c.kind)
-            .then(|| Violation {
-                rule: "a condition type the host writes",
-                field: format!("conditions[{i}].type ({})", c.kind),
-            })
+        ConditionType::named(&c.kind).map(|_| Violation {
+            rule: "a condition type the host writes",
+            field: format!("conditions[{i}].type ({})", c.kind),
+        })
     })
 }
 
@@ -198,22 +195,21 @@ fn record(
         })
         .collect();
     // The provider's conditions replace those it reported before.
-    let host = |type_: &str| ConditionType::ALL.iter().any(|t| t.as_str() == type_);
     let reported: Vec<&str> = summary.conditions.iter().map(|c| c.kind.as_str()).collect();
-    status
-        .conditions
-        .retain(|c| host(&c.type_) || reported.contains(&c.type_.as_str()));
+    status.conditions.retain(|c| {
+        ConditionType::named(&c.type_).is_some() || reported.contains(&c.type_.as_str())
+    });
     for condition in summary.conditions {
         let status_text = match condition.status {
-            ConditionStatus::Satisfied => "True",
-            ConditionStatus::Unsatisfied => "False",
-            ConditionStatus::Unknown => "Unknown",
+            ConditionStatus::Satisfied => conditions::ConditionStatus::True,
+            ConditionStatus::Unsatisfied => conditions::ConditionStatus::False,
+            ConditionStatus::Unknown => conditions::ConditionStatus::Unknown,
         };
         conditions::put(
             &mut status.conditions,
             Condition {
                 type_: condition.kind,
-                status: status_text.to_owned(),
+                status: status_text.as_str().to_owned(),
                 reason: condition.reason,
                 message: condition.message,
                 observed_generation: generation,

@@ -151,6 +151,8 @@ pub(super) async fn template(
         .found
         .kinds
         .clone_from(&provider.capabilities().allowed_kinds);
+    scope.found.documents.cluster = document(&*object);
+    scope.found.documents.template = document(&*template);
     scope.found.template = Some(template);
     scope.found.provider = Some(provider);
     Ok(Outcome::Continue)
@@ -162,10 +164,10 @@ pub(super) async fn change(
     scope: &mut Scope<PlatformCluster>,
     ctx: &Context,
 ) -> Result<Outcome, Error> {
-    let (Some(template), Some(provider)) = (&scope.found.template, &scope.found.provider) else {
+    // Set, with the template and its documents, when everything held.
+    let Some(provider) = scope.found.provider.clone() else {
         return Ok(Outcome::Continue);
     };
-    let (template, provider) = (template.clone(), provider.clone());
     let object = scope.object.clone();
     let new = &object.spec.template_name;
     let old = match scope.status.applied_template.clone() {
@@ -185,9 +187,9 @@ pub(super) async fn change(
     );
     let request = ValidateRequest {
         old: document(&documents::as_running(&object)),
-        new: document(&*object),
+        new: scope.found.documents.cluster.clone(),
         old_template,
-        new_template: document(&*template),
+        new_template: scope.found.documents.template.clone(),
     };
     let uid = object.uid().unwrap_or_default();
     let verdict = ctx
