@@ -302,9 +302,52 @@ mod infinite_loop {
     async fn its_calls_beyond_its_share_of_turns_wait_for_one() {
         calls_beyond_two_wait(RuntimeSettings {
             max_calls_per_provider: 2,
+            patience: limits().deadline * 10,
             ..settings(None)
         })
         .await;
+    }
+
+    /// One turn, three looping calls, a patience shorter than the deadline:
+    /// one runs to its deadline, the two behind it are refused as busy when
+    /// their patience ends (not at their turn), and the other provider is
+    /// served all along.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_finding_no_turn_within_the_patience_are_refused_as_busy() {
+        let patience = limits().deadline / 3;
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 1,
+            patience,
+            ..settings(None)
+        };
+        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
+        let request = requests::generate("{}");
+        let (results, served) = while_serving_others(&runtime, async {
+            let calls = (0..3).map(|_| async {
+                let started = Instant::now();
+                (runtime.generate(HOSTILE, &request).await, started.elapsed())
+            });
+            futures::future::join_all(calls).await
+        })
+        .await;
+        let mut busy = 0;
+        for (result, elapsed) in results {
+            match result {
+                Err(CallError::DeadlineExceeded { .. }) => {}
+                Err(CallError::Busy { waited, .. }) => {
+                    assert_eq!(waited, patience);
+                    assert!(elapsed < limits().deadline, "refused after {elapsed:?}");
+                    busy += 1;
+                }
+                other => panic!("neither a deadline nor busy: {other:?}"),
+            }
+        }
+        assert_eq!(busy, 2);
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "busy"), 2);
+        assert_eq!(metrics.waiting(HOSTILE), 0, "none left waiting");
+        assert!(served >= 2, "served before and after: {served}");
+        // Being busy is load, not a fault: it throttles nothing.
+        assert!(runtime.throttled(HOSTILE).is_none());
     }
 
     /// One turn, five looping calls: three run to their deadline one after
@@ -314,6 +357,7 @@ mod infinite_loop {
     async fn calls_queued_when_the_throttle_begins_are_refused_at_their_turn() {
         let settings = RuntimeSettings {
             max_calls_per_provider: 1,
+            patience: limits().deadline * 10,
             ..settings(None)
         };
         let (runtime, _metrics) = runtime_with_settings(COVERS, settings).await;
@@ -341,6 +385,7 @@ mod infinite_loop {
     async fn calls_beyond_the_instance_slots_wait_for_one() {
         calls_beyond_two_wait(RuntimeSettings {
             max_instances: 2,
+            patience: limits().deadline * 10,
             ..settings(None)
         })
         .await;
@@ -801,7 +846,11 @@ mod timer_sleep {
     /// the well-behaved provider is served while all six are waiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ends_at_its_deadline_while_waiting_on_a_timer_and_holds_no_thread() {
-        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 6,
+            ..settings(None)
+        };
+        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
         let serving = Serving::start(&runtime);
         let sleepers = {
             let runtime = runtime.clone();

@@ -54,11 +54,14 @@ pub struct Args {
     #[arg(long, value_name = "MIB",
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     guest_memory_budget_mib: Option<u32>,
-    /// Calls of one provider that may run at once; more wait their turn,
-    /// so that one provider's backlog never holds every instance slot.
-    #[arg(long, default_value_t = 16, value_name = "N",
+    /// Calls of one provider that may run at once (default: a quarter of
+    /// --concurrency); a call that finds none of its turns free within
+    /// 250 ms is refused as busy and its object comes back in about a
+    /// second, so that one provider's calls running to their deadline hold
+    /// at most that many of a controller's workers.
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
-    max_calls_per_provider: u32,
+    max_calls_per_provider: Option<u32>,
     /// The share of a core one provider's calls may compute, beyond a
     /// 2-second burst; a call past it waits at its next 10 ms tick.
     #[arg(long, default_value_t = 0.5, value_name = "CORES")]
@@ -166,7 +169,9 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             max_memory_bytes: args.max_provider_memory_mib << 20,
             max_instances: args.max_provider_instances,
             guest_memory_budget_bytes: args.guest_memory_budget_mib.map(|mib| (mib as usize) << 20),
-            max_calls_per_provider: args.max_calls_per_provider,
+            max_calls_per_provider: args
+                .max_calls_per_provider
+                .unwrap_or((u32::from(args.concurrency) / 4).max(1)),
             provider_cpu_share: args.provider_cpu_share,
             cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
             ..RuntimeSettings::default()

@@ -218,11 +218,15 @@ impl Context {
     /// provider's retry-after, or on the next change.
     pub fn error_action(&self, controller: &'static str, uid: &str, error: &Error) -> Action {
         self.metrics.failure(controller, error.metric_label());
-        tracing::warn!(
-            controller,
-            error = error as &dyn std::error::Error,
-            "reconcile failed"
-        );
+        if error.is_busy() {
+            tracing::debug!(controller, %error, "provider busy; again shortly");
+        } else {
+            tracing::warn!(
+                controller,
+                error = error as &dyn std::error::Error,
+                "reconcile failed"
+            );
+        }
         match error.retry() {
             Retry::Backoff => Action::requeue(self.backoff.next(uid)),
             Retry::After(delay) => Action::requeue(delay),

@@ -85,6 +85,12 @@ impl Error {
         matches!(self, Self::Write { source: kube::Error::Api(status), .. } if status.code == 404)
     }
 
+    /// Whether a provider call did not start because its provider was
+    /// busy: load, not a fault of the object, so nothing is written for it.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Guest(CallError::Busy { .. }))
+    }
+
     /// The condition and Event reason this error shows as.
     pub fn reason(&self) -> Reason {
         match self {
@@ -129,12 +135,19 @@ impl Error {
             Self::Guest(CallError::Throttled { remaining, .. }) => {
                 Retry::After((*remaining).max(Duration::from_secs(1)))
             }
+            // Soon, but not all at once: its provider's turns were all taken.
+            Self::Guest(CallError::Busy { .. }) => {
+                Retry::After(BUSY_RETRY.mul_f64(0.5 + fastrand::f64()))
+            }
             // The ProviderModule watch brings the object back when a version is loaded.
             Self::Guest(CallError::NotLoaded(_) | CallError::WrongWorld { .. }) => Retry::OnChange,
             _ => Retry::Backoff,
         }
     }
 }
+
+/// Around when an object whose provider was busy is reconciled again.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
 
 /// The reason a failed guest call shows as.
 pub fn guest_reason(error: &CallError) -> Reason {
@@ -143,6 +156,7 @@ pub fn guest_reason(error: &CallError) -> Reason {
         CallError::Trapped { .. } => Reason::GuestTrapped,
         CallError::DeadlineExceeded { .. } => Reason::GuestTimedOut,
         CallError::Throttled { .. } => Reason::ProviderThrottled,
+        CallError::Busy { .. } => Reason::ProviderBusy,
         CallError::MemoryLimit { .. } => Reason::GuestMemoryLimit,
         CallError::OutputTooLarge { .. } => Reason::GuestOutputTooLarge,
         CallError::InvalidResult { .. } => Reason::InvalidProviderResult,

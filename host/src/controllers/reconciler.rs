@@ -324,6 +324,15 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
         return Ok(Action::await_change());
     }
 
+    // A busy provider says nothing about the object: what it showed stays
+    // until a call is made, in a moment.
+    if let Some(busy) = results
+        .iter()
+        .position(|r| r.as_ref().is_err_and(Error::is_busy))
+        && let Err(error) = results.swap_remove(busy)
+    {
+        return Err(error);
+    }
     K::summarize(&mut scope, ctx, &results);
     if !scope.defer_status {
         if let Some(written) = scope.written_generation {

@@ -42,6 +42,11 @@ pub(crate) struct Host<'a> {
     pub(crate) connections: &'a std::sync::Arc<Semaphore>,
     /// Linear memory of all guests together.
     pub(crate) memory: &'a GuestMemory,
+    /// How long a call may wait for its provider's turn and an instance
+    /// slot; `None`: as long as it takes (loading). A call that waits longer
+    /// is refused as [`CallError::Busy`], so that whoever made it (a
+    /// controller's worker) is free for other providers' objects.
+    pub(crate) patience: Option<std::time::Duration>,
     /// Becomes true when the runtime stops.
     pub(crate) stopping: &'a tokio::sync::watch::Sender<bool>,
     pub(crate) metrics: Option<&'a Metrics>,
@@ -156,8 +161,24 @@ async fn bounded<R>(
 ) -> Result<R, CallError> {
     let shutting_down = || CallError::NotLoaded("the runtime is shutting down".into());
     let waiting = Held::new(&share.waiting);
-    let _turn = share.turn().await.ok_or_else(shutting_down)?;
-    let _slot = host.slots.acquire().await.map_err(|_| shutting_down())?;
+    let start = async {
+        let turn = share.turn().await?;
+        let slot = host.slots.acquire().await.ok()?;
+        Some((turn, slot))
+    };
+    let started = match host.patience {
+        None => start.await,
+        Some(patience) => {
+            tokio::time::timeout(patience, start)
+                .await
+                .map_err(|_| CallError::Busy {
+                    provider: callee.name.to_string(),
+                    export,
+                    waited: patience,
+                })?
+        }
+    };
+    let (_turn, _slot) = started.ok_or_else(shutting_down)?;
     drop(waiting);
     // A throttle that began while this call waited refuses it now, or every
     // call queued behind the provider's turns would still run to its deadline.

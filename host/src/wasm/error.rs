@@ -151,6 +151,19 @@ pub enum CallError {
         /// How long its calls are still refused.
         remaining: Duration,
     },
+    /// No turn of the provider (or no instance slot) came free within the
+    /// runtime's patience: the call did not start, and may be made again.
+    #[error(
+        "provider {provider:?} is busy: {export} found none of its turns free within {waited:?}"
+    )]
+    Busy {
+        /// The provider.
+        provider: String,
+        /// The export asked for.
+        export: &'static str,
+        /// How long it waited.
+        waited: Duration,
+    },
     /// The call ran past its deadline and was interrupted.
     #[error("provider {provider:?} ({digest}) exceeded its {deadline:?} deadline in {export}")]
     DeadlineExceeded {
@@ -277,6 +290,7 @@ impl CallError {
             Self::Trapped { .. } => "trap",
             Self::DeadlineExceeded { .. } => "timeout",
             Self::Throttled { .. } => "throttled",
+            Self::Busy { .. } => "busy",
             Self::MemoryLimit { .. } => "memory_limit",
             Self::OutputTooLarge { .. } => "output_too_large",
             Self::InvalidResult { .. } => "invalid_result",

@@ -104,7 +104,7 @@ impl Metrics {
         let metrics = Self::default();
         registry.register(
             "capwasm_guest_calls",
-            "Calls into provider components, by provider, export and outcome (ok, retry_after, terminal, invalid_config, trap, timeout, memory_limit, output_too_large, invalid_result, instantiate, abandoned, credentials_rejected, throttled, not_loaded)",
+            "Calls into provider components, by provider, export and outcome (ok, retry_after, terminal, invalid_config, trap, timeout, memory_limit, output_too_large, invalid_result, instantiate, abandoned, credentials_rejected, throttled, busy, not_loaded)",
             metrics.calls.clone(),
         );
         registry.register(

@@ -3,6 +3,7 @@
 //! [`super::exports`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
@@ -35,7 +36,12 @@ pub struct RuntimeSettings {
     /// each instance's own cap bounds it.
     pub guest_memory_budget_bytes: Option<usize>,
     /// Calls of one provider that may run at once; more wait their turn.
+    /// Fewer than a controller's workers, so that one provider's calls
+    /// running to their deadline leave workers for the others.
     pub max_calls_per_provider: u32,
+    /// How long a call waits for its provider's turn and an instance slot
+    /// before it is refused as busy (loading waits as long as it takes).
+    pub patience: Duration,
     /// The share of a core one provider's calls may compute beyond a burst.
     pub provider_cpu_share: f64,
 }
@@ -48,7 +54,8 @@ impl Default for RuntimeSettings {
             cache: None,
             max_guest_connections: 256,
             guest_memory_budget_bytes: None,
-            max_calls_per_provider: 16,
+            max_calls_per_provider: 4,
+            patience: Duration::from_millis(250),
             provider_cpu_share: 0.5,
         }
     }
@@ -132,6 +139,7 @@ impl Runtime {
             fairness: &self.inner.fairness,
             connections: &self.inner.connections,
             memory: &self.inner.memory,
+            patience: Some(self.inner.settings.patience),
             stopping: &self.inner.stopping,
             metrics: self.inner.metrics.as_ref(),
         }
@@ -174,8 +182,14 @@ impl Runtime {
                 max,
             });
         }
+        // A new version is checked whatever its provider's calls are
+        // doing: it may be the one that fixes them.
+        let host = Host {
+            patience: None,
+            ..self.host()
+        };
         load::load(
-            &self.host(),
+            &host,
             &self.inner.linkers,
             self.inner.settings.cache.as_ref(),
             spec,

@@ -125,6 +125,9 @@ reasons! {
     ProviderThrottled,
     /// The provider's calls are not throttled.
     NotThrottled,
+    /// Every turn of the provider was taken: the call did not start, and
+    /// is made again in about a second (never written to a status).
+    ProviderBusy,
     /// The provider's code exceeded its memory limit.
     GuestMemoryLimit,
     /// The provider returned more than its output limit.

@@ -294,11 +294,12 @@ pub(super) fn describe(error: &CallError) -> Option<(String, Verdict)> {
             format!("cannot instantiate: {}", crate::report::error_chain(error)),
             Verdict::Instantiate,
         ),
-        // One call is never throttled.
+        // One call is never throttled or kept waiting.
         CallError::NotLoaded(_)
         | CallError::WrongWorld { .. }
         | CallError::Abandoned { .. }
-        | CallError::Throttled { .. } => {
+        | CallError::Throttled { .. }
+        | CallError::Busy { .. } => {
             return None;
         }
     })
