@@ -884,8 +884,9 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
         &as_operator,
         &[
             request("watch", "cluster.x-k8s.io", "machinepools", None),
-            // The conversion webhook (not run in-process here): its
-            // certificate Secret and the CRDs it points at itself.
+            // The webhook (not run in-process here): its certificate
+            // Secret, the CRDs and the admission configuration it points
+            // at itself.
             request("create", "", "secrets", Some(&sa_namespace)),
             ResourceAttributes {
                 name: Some("machinepools.cluster.x-k8s.io".into()),
@@ -902,6 +903,16 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
                 "leases",
                 Some(&sa_namespace),
             ),
+            // The PlatformCluster admission webhook's configuration.
+            ResourceAttributes {
+                name: Some(capwasm::webhook::ADMISSION_CONFIGURATION.into()),
+                ..request(
+                    "patch",
+                    "admissionregistration.k8s.io",
+                    "validatingwebhookconfigurations",
+                    None,
+                )
+            },
         ],
     )
     .await;

@@ -24,12 +24,12 @@ use kube::api::PostParams;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use testenv::TestEnv;
 use testenv::flows::{
     Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_cluster, wait_for_event,
     wait_for_module, wait_for_pool,
 };
 use testenv::operator::OperatorProcess;
+use testenv::{Options, TestEnv};
 
 /// Pools whose bootstrap call waits a minute on a timer, each holding a
 /// call slot for its whole deadline on every try.
@@ -205,6 +205,13 @@ const LOADED: [(&str, World, &str, bool); 5] = [
     ),
 ];
 
+/// Held by each test for its whole run, on API servers of its own: an
+/// operator reconciles every namespace it can see, so on a shared server
+/// each test's operator would also serve (and write the status of) the
+/// other's hostile pools; and run at once on two cores, neither figure
+/// would be of one operator beside its neighbours.
+static ONE_OPERATOR_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Creates the hostile modules and waits until each is in service or refused.
 async fn hostile_modules(client: &Client) {
     for (name, file, _) in REFUSED {
@@ -325,7 +332,8 @@ fn hostile_pools(good: &Providers, cloud_endpoint: &str) -> Vec<HostilePool> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
-    let env = TestEnv::shared().await.unwrap();
+    let _alone = ONE_OPERATOR_AT_A_TIME.lock().await;
+    let env = TestEnv::start(Options::default()).await.unwrap();
     let workload = env.workload().unwrap();
     let client = env.management().client().unwrap();
     let ns = env
@@ -406,7 +414,8 @@ async fn hostile_providers_leave_good_pools_health_memory_and_shutdown_alone() {
 /// Running. Prints how long the good pools took alone and beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_computing_without_end_is_throttled_and_good_pools_go_on() {
-    let env = TestEnv::shared().await.unwrap();
+    let _alone = ONE_OPERATOR_AT_A_TIME.lock().await;
+    let env = TestEnv::start(Options::default()).await.unwrap();
     let workload = env.workload().unwrap();
     let client = env.management().client().unwrap();
     let ns = env.management().create_namespace("endless").await.unwrap();

@@ -6,7 +6,8 @@
 //! owner reference comes back; a kind the module may not render, and
 //! renders that break the host's rules, apply nothing; deletion takes the
 //! CAPI Cluster first and leaves nothing behind; a new version of the
-//! module changes what is rendered without a restart.
+//! module changes what is rendered without a restart. With the admission
+//! webhook `capwasm run` serves, a refused change is never stored.
 
 use capwasm::api::platform::{
     ClusterTemplateSpec, NodeGroup, PlatformClusterSpec, PlatformClusterStatus,
@@ -25,7 +26,7 @@ use testenv::flows::{
     Apis, Modules, Objects, Scenario, create, wait_for, wait_for_event, wait_for_module,
     wait_for_pool,
 };
-use testenv::install::{Install, RECONCILES};
+use testenv::install::{Core, Install, RECONCILES};
 
 /// What the sample provider renders, by group and kind.
 const KINDS: &[(&str, &str)] = SIM_PLATFORM_KINDS;
@@ -635,6 +636,131 @@ async fn versions(platform: &Platform, name: &str) -> Vec<(String, String)> {
         versions.push(version("Secret", &o.metadata));
     }
     versions
+}
+
+/// `capwasm run` standalone registers its admission webhook: a template
+/// change the provider refuses is refused to whoever makes it, with the
+/// provider's reason, and never stored; one it allows is stored and applied.
+#[tokio::test]
+async fn with_the_admission_webhook_a_refused_template_change_is_never_stored() {
+    let install = Install::with_core("pc-admit", Core::Capwasm).await;
+    let workload = install.env.workload().unwrap();
+    let parts = (install.objects.clone(), install.modules.clone());
+    let platform = Platform::on(
+        install.client.clone(),
+        &install.ns,
+        parts,
+        workload,
+        ("sim_platform.wasm", KINDS),
+    )
+    .await;
+    let v30 = platform.template("v30", "v1.30.4", json!({})).await;
+    let v31 = platform.template("v31", "v1.31.2", json!({})).await;
+    let v33 = platform.template("v33", "v1.33.0", json!({})).await;
+    platform.cluster("c", &v30, &[("md", 1)]).await;
+    platform
+        .wait("c", "v30 is applied", |s| {
+            s.applied_template.as_deref() == Some(v30.as_str())
+        })
+        .await;
+
+    // Dry runs until the API server calls the webhook (it registers once
+    // its server listens; the API server then learns of it).
+    let to = |template: &str| merge(json!({"spec": {"templateName": template}}));
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while platform
+        .clusters
+        .patch("c", &dry_run, &to(&v33))
+        .await
+        .is_ok()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the admission webhook never refused the change"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let refused = platform
+        .clusters
+        .patch("c", &PatchParams::default(), &to(&v33))
+        .await
+        .expect_err("refused on admission");
+    let message = refused.to_string();
+    eprintln!("refused: {message}");
+    assert!(message.contains("denied the request"), "{message}");
+    assert!(
+        message.contains("v1.30.4 to v1.33.0 is more than one minor version at once"),
+        "{message}"
+    );
+    let stored = platform.clusters.get("c").await.unwrap();
+    assert_eq!(stored.spec.template_name, v30, "nothing was stored");
+
+    platform
+        .clusters
+        .patch("c", &PatchParams::default(), &to(&v31))
+        .await
+        .unwrap();
+    wait_for(&platform.apis.pools, "c-md", "the pool runs v1.31.2", |p| {
+        p.is_some_and(|p| p.spec.template.spec.version.as_deref() == Some("v1.31.2"))
+    })
+    .await;
+
+    new_clusters_breaking_the_rules_are_refused(&platform, &v30, &v31).await;
+}
+
+/// A new cluster breaking the node groups' rules, or on a deprecated
+/// template (`deprecated`, made so here), is refused as it is created.
+async fn new_clusters_breaking_the_rules_are_refused(
+    platform: &Platform,
+    deprecated: &str,
+    current: &str,
+) {
+    let both = NodeGroup {
+        name: "md".into(),
+        count: Some(1),
+        min_count: Some(1),
+        max_count: Some(2),
+        values: None,
+    };
+    let mut bad = PlatformCluster::new(
+        "bad",
+        PlatformClusterSpec {
+            template_name: current.to_owned(),
+            node_groups: vec![both],
+            ..PlatformClusterSpec::default()
+        },
+    );
+    bad.metadata.namespace = Some(platform.ns.clone());
+    let refused = platform
+        .clusters
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect_err("refused on admission");
+    assert!(
+        refused
+            .to_string()
+            .contains("spec.nodeGroups[0]: set count, or minCount and maxCount, not both"),
+        "{refused}"
+    );
+    let deprecation = json!({"spec": {"deprecated": true}});
+    platform
+        .templates
+        .patch(deprecated, &PatchParams::default(), &merge(deprecation))
+        .await
+        .unwrap();
+    bad.spec.node_groups.clear();
+    bad.spec.template_name = deprecated.to_owned();
+    let refused = platform
+        .clusters
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect_err("refused on admission");
+    assert!(refused.to_string().contains("is deprecated"), "{refused}");
+    assert!(platform.clusters.get_opt("bad").await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -326,6 +326,107 @@ async fn provider_test_runs_the_sim_fixtures_that_need_no_cloud() {
 }
 
 #[tokio::test]
+async fn provider_test_renders_rolls_up_and_judges_with_the_sample_platform_provider() {
+    let render = example("sim-platform-render.json");
+    // Without the kinds it renders allowed, nothing of the render is used.
+    let output = provider_test("sim_platform.wasm", &render, &[]).await;
+    assert_exit(&output, 25);
+    assert!(
+        stderr(&output).contains(
+            "objects[0].kind (Cluster.cluster.x-k8s.io): a kind the ProviderModule's capabilities.allowedKinds does not list"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let kinds = [
+        "Cluster.cluster.x-k8s.io",
+        "MachinePool.cluster.x-k8s.io",
+        "WasmCluster.infrastructure.cluster.x-k8s.io",
+        "WasmMachinePool.infrastructure.cluster.x-k8s.io",
+        "WasmBootstrapConfig.bootstrap.cluster.x-k8s.io",
+        "Secret",
+    ];
+    let allowed: Vec<String> = kinds.iter().map(|k| format!("--allow-kind={k}")).collect();
+    let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    let output = provider_test("sim_platform.wasm", &render, &allowed).await;
+    assert_exit(&output, 0);
+    let rendered = json_stdout(&output);
+    let objects = rendered["objects"].as_array().expect("objects");
+    let named = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in {rendered:#}"))
+    };
+    assert_eq!(named("MachinePool", "demo-md")["spec"]["replicas"], 2);
+    let gpu = &named("MachinePool", "demo-gpu")["metadata"]["annotations"];
+    assert_eq!(
+        gpu["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"],
+        "3"
+    );
+    // The host stamps the namespace, label and owner on apply, not here.
+    assert!(named("Cluster", "demo")["metadata"]["namespace"].is_null());
+    named("WasmBootstrapConfig", "demo-md");
+    assert_eq!(rendered["secrets"][0]["name"], "demo-encryption");
+
+    // The schema refuses the values before any call.
+    let output = provider_test(
+        "sim_platform.wasm",
+        &example("sim-platform-render-bad-version.json"),
+        &[],
+    )
+    .await;
+    assert_exit(&output, 12);
+    assert!(
+        stderr(&output).contains("$.kubernetesVersion"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = provider_test(
+        "sim_platform.wasm",
+        &example("sim-platform-status.json"),
+        &[],
+    )
+    .await;
+    assert_exit(&output, 0);
+    let summary = json_stdout(&output);
+    assert_eq!(summary["phase"], "reconciling", "{summary:#}");
+    assert_eq!(summary["nodeGroups"][0]["ready"], 1, "{summary:#}");
+    assert_eq!(
+        summary["nodes"][0]["kubeletVersion"], "v1.31.2",
+        "{summary:#}"
+    );
+
+    let output = provider_test(
+        "sim_platform.wasm",
+        &example("sim-platform-validate-two-minors.json"),
+        &[],
+    )
+    .await;
+    assert_exit(&output, 0);
+    let refused = json_stdout(&output)["refused"].as_str().map(str::to_owned);
+    assert_eq!(
+        refused.as_deref(),
+        Some("v1.30.4 to v1.33.0 is more than one minor version at once")
+    );
+
+    // A platform call on a component of another world is bad input.
+    let output = provider_test(
+        "kubeadm_bootstrap.wasm",
+        &example("sim-platform-validate-one-minor.json"),
+        &[],
+    )
+    .await;
+    assert_exit(&output, 1);
+    assert!(
+        stderr(&output).contains("which has no composition.validate"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test]
 async fn provider_test_reconciles_a_pool_in_a_sim_cloud_it_may_reach() {
     let running = SimCloud::new(Settings {
         boot_delay: Duration::ZERO,

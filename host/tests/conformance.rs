@@ -1,7 +1,8 @@
 //! `capwasm provider conformance`, run as a provider author would: every
 //! implementation of sim-infrastructure passes the infrastructure world's
-//! scenarios and every kubeadm-bootstrap implementation (Rust, Python,
-//! TypeScript) meets the example fixtures' expectations, while providers
+//! scenarios, every kubeadm-bootstrap implementation (Rust, Python,
+//! TypeScript) and the sample platform provider meet the example fixtures'
+//! expectations, while providers
 //! that behave otherwise fail, each check saying why.
 
 mod support;
@@ -89,6 +90,34 @@ async fn every_kubeadm_bootstrap_implementation_meets_the_example_fixtures() {
             passed
                 .iter()
                 .any(|l| l.contains("kubeadm-generate-join.json"))
+        );
+    }
+}
+
+/// Both versions of the sample platform provider meet the platform
+/// fixtures (render's schema check, the roll-up to Reconciling and, with
+/// mixed kubelets, Upgrading, validate's upgrade rule); the bootstrap
+/// fixtures in the same directory are not theirs to meet.
+#[tokio::test]
+async fn the_sample_platform_provider_meets_the_platform_fixtures() {
+    let fixtures = example("");
+    for component in ["sim_platform.wasm", "sim_platform_v2.wasm"] {
+        let output = conformance(
+            component,
+            &[
+                "--world",
+                "platform",
+                "--fixtures",
+                fixtures.to_str().unwrap(),
+            ],
+        )
+        .await;
+        assert_exit(&output, 0);
+        let passed = checks(&output, "ok    ");
+        assert_eq!(passed.len(), 5, "{}", stdout(&output));
+        assert!(
+            passed.iter().all(|l| l.contains("fixture sim-platform-")),
+            "{passed:#?}"
         );
     }
 }

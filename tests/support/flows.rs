@@ -45,17 +45,25 @@ pub async fn wait_for<K>(
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    match tokio::time::timeout(
-        WAIT,
-        await_condition(api.clone(), name, |o: Option<&K>| done(o)),
-    )
-    .await
-    {
-        Ok(Ok(object)) => object,
-        Ok(Err(e)) => panic!("watching {name} while waiting until {what}: {e}"),
-        Err(_) => {
-            let now = api.get_opt(name).await.ok().flatten();
-            panic!("{name}: gave up after {WAIT:?} waiting until {what}; it is now {now:#?}")
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let watched = tokio::time::timeout_at(
+            deadline,
+            await_condition(api.clone(), name, |o: Option<&K>| done(o)),
+        )
+        .await;
+        match watched {
+            Ok(Ok(object)) => return object,
+            // A watch the API server expired under load (410 Gone, "too
+            // old resource version"): watch again from a fresh list.
+            Ok(Err(e)) => {
+                eprintln!("watching {name} while waiting until {what}: {e}; watching again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(_) => {
+                let now = api.get_opt(name).await.ok().flatten();
+                panic!("{name}: gave up after {WAIT:?} waiting until {what}; it is now {now:#?}")
+            }
         }
     }
 }

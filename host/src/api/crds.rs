@@ -47,6 +47,34 @@ pub enum WebhookClient {
     },
 }
 
+impl WebhookClient {
+    /// The same server at `path` (another webhook it serves).
+    #[must_use]
+    pub fn at(&self, path: &str) -> Self {
+        match self {
+            Self::Url(url) => {
+                // Scheme and authority kept, path and query replaced.
+                let authority_at = url.find("://").map_or(0, |i| i + 3);
+                let end = url[authority_at..]
+                    .find(['/', '?'])
+                    .map_or(url.len(), |i| authority_at + i);
+                Self::Url(format!("{}{path}", &url[..end]))
+            }
+            Self::Service {
+                namespace,
+                name,
+                port,
+                ..
+            } => Self::Service {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(path.to_owned()),
+                port: *port,
+            },
+        }
+    }
+}
+
 /// Every CRD capwasm serves, in the order of [`all`], with Cluster and
 /// MachinePool serving v1beta1 (deprecated) next to v1beta2 (stored),
 /// converted by `webhook`.

@@ -93,8 +93,9 @@ pub struct Args {
     /// by default the operator's own (as for the Lease). `*` allows any.
     #[arg(long, value_name = "NAMESPACE")]
     credentials_namespace: Option<String>,
-    /// Where the conversion webhook of `cluster.x-k8s.io/v1beta1` listens
-    /// (standalone mode only).
+    /// Where the webhook listens (standalone mode only): the conversion of
+    /// `cluster.x-k8s.io/v1beta1`, and the admission of PlatformCluster
+    /// template changes (at `/validate-platformcluster`).
     #[arg(long, default_value = "127.0.0.1:9443", value_name = "ADDR")]
     webhook_bind_address: SocketAddr,
     /// The Secret in the operator's namespace holding the webhook's
@@ -105,7 +106,8 @@ pub struct Args {
     /// webhook through (port 443).
     #[arg(long, default_value = "capwasm-webhook", value_name = "NAME")]
     webhook_service: String,
-    /// Call the webhook at this URL instead (`https://host:port/convert`),
+    /// Call the webhook at this URL instead (`https://host:port/convert`;
+    /// the admission webhook at the same host and port),
     /// for an operator running outside the cluster.
     #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
     webhook_url: Option<String>,
@@ -165,17 +167,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             concurrency: args.concurrency,
             ..Settings::default()
         },
-        runtime: RuntimeSettings {
-            max_memory_bytes: args.max_provider_memory_mib << 20,
-            max_instances: args.max_provider_instances,
-            guest_memory_budget_bytes: args.guest_memory_budget_mib.map(|mib| (mib as usize) << 20),
-            max_calls_per_provider: args
-                .max_calls_per_provider
-                .unwrap_or((u32::from(args.concurrency) / 4).max(1)),
-            provider_cpu_share: args.provider_cpu_share,
-            cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
-            ..RuntimeSettings::default()
-        },
+        runtime: runtime_settings(args),
         ..Config::default()
     };
     let election_client = client.clone();
@@ -186,6 +178,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             client,
             webhook_settings(args, &namespace),
             operator.context().metrics.clone(),
+            operator.context().runtime.clone(),
         ))
     });
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
@@ -251,6 +244,21 @@ fn operator_namespace(given: Option<&str>) -> String {
         },
         str::to_owned,
     )
+}
+
+/// The provider runtime's settings from the flags.
+fn runtime_settings(args: &Args) -> RuntimeSettings {
+    RuntimeSettings {
+        max_memory_bytes: args.max_provider_memory_mib << 20,
+        max_instances: args.max_provider_instances,
+        guest_memory_budget_bytes: args.guest_memory_budget_mib.map(|mib| (mib as usize) << 20),
+        max_calls_per_provider: args
+            .max_calls_per_provider
+            .unwrap_or((u32::from(args.concurrency) / 4).max(1)),
+        provider_cpu_share: args.provider_cpu_share,
+        cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
+        ..RuntimeSettings::default()
+    }
 }
 
 /// The conversion webhook's settings from the flags.

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
 use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
@@ -159,27 +159,7 @@ async fn bounded<R>(
         &ProviderPre,
     ) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
-    let shutting_down = || CallError::NotLoaded("the runtime is shutting down".into());
-    let waiting = Held::new(&share.waiting);
-    let start = async {
-        let turn = share.turn().await?;
-        let slot = host.slots.acquire().await.ok()?;
-        Some((turn, slot))
-    };
-    let started = match host.patience {
-        None => start.await,
-        Some(patience) => {
-            tokio::time::timeout(patience, start)
-                .await
-                .map_err(|_| CallError::Busy {
-                    provider: callee.name.to_string(),
-                    export,
-                    waited: patience,
-                })?
-        }
-    };
-    let (_turn, _slot) = started.ok_or_else(shutting_down)?;
-    drop(waiting);
+    let (_turn, _slot) = start(host, callee, share, export).await?;
     // A throttle that began while this call waited refuses it now, or every
     // call queued behind the provider's turns would still run to its deadline.
     share.admit(callee.name, callee.digest)?;
@@ -251,6 +231,44 @@ async fn bounded<R>(
         }),
         Err(trap) => Err(classify(callee, export, &store, &trap)),
     }
+}
+
+/// The provider's turn and an instance slot: at once if both are free (no
+/// timer for most calls), else within the host's patience.
+async fn start<'s, 'h>(
+    host: &Host<'h>,
+    callee: &Callee<'_>,
+    share: &'s Share,
+    export: &'static str,
+) -> Result<(SemaphorePermit<'s>, SemaphorePermit<'h>), CallError> {
+    if let Some(turn) = share.try_turn()
+        && let Ok(slot) = host.slots.try_acquire()
+    {
+        return Ok((turn, slot));
+    }
+    let _waiting = Held::new(&share.waiting);
+    let wait = async {
+        let turn = share.turn().await?;
+        let slot = host.slots.acquire().await.ok()?;
+        Some((turn, slot))
+    };
+    let started = match host.patience {
+        None => wait.await,
+        Some(patience) => {
+            tokio::time::timeout(patience, wait)
+                .await
+                .map_err(|_| CallError::Busy {
+                    provider: callee.name.to_string(),
+                    export,
+                    waited: patience,
+                })?
+        }
+    };
+    started.ok_or_else(shutting_down)
+}
+
+fn shutting_down() -> CallError {
+    CallError::NotLoaded("the runtime is shutting down".into())
 }
 
 /// Type-checks every export against the provider's world, as the generated

@@ -164,6 +164,11 @@ impl Share {
         }
     }
 
+    /// One of the provider's turns, if one is free now.
+    pub(crate) fn try_turn(&self) -> Option<SemaphorePermit<'_>> {
+        self.permits.try_acquire().ok()
+    }
+
     /// Waits for one of the provider's turns.
     pub(crate) async fn turn(&self) -> Option<SemaphorePermit<'_>> {
         self.permits.acquire().await.ok()

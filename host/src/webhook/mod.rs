@@ -6,7 +6,12 @@
 //!
 //! Only standalone mode serves it; beside upstream Cluster API, upstream's
 //! CRDs and webhook serve v1beta1.
+//!
+//! The same server judges PlatformCluster template changes before they are
+//! stored (`/validate-platformcluster`, [`admission`]), registered as a
+//! ValidatingWebhookConfiguration with the same CA.
 
+pub mod admission;
 mod certs;
 mod inject;
 mod review;
@@ -23,8 +28,9 @@ use crate::api::ContractVersionedObjectReference;
 use crate::api::v1beta1::{BoxError, convert};
 use crate::controllers::external::resolve_in;
 
+pub use admission::Admission;
 pub use certs::{ServingCert, generate as generate_cert};
-pub use inject::point_crds_at;
+pub use inject::{ADMISSION_CONFIGURATION, point_crds_at, register_admission};
 pub use review::{Converter, review};
 pub use server::Server;
 
@@ -71,6 +77,9 @@ pub enum Error {
     /// The address cannot be listened on.
     #[error("cannot listen on {0} (--webhook-bind-address)")]
     Bind(SocketAddr, #[source] std::io::Error),
+    /// The admission webhook could not be registered.
+    #[error("cannot register the ValidatingWebhookConfiguration {ADMISSION_CONFIGURATION}")]
+    Admission(#[source] kube::Error),
     /// A CRD could not be pointed at the webhook.
     #[error("cannot point CRD {crd} at the conversion webhook")]
     Crd {
@@ -85,10 +94,17 @@ pub enum Error {
 /// Serves the webhook until the process ends: the certificate from its
 /// Secret (made the first time), a cache of CRDs (a v1beta1 reference's
 /// apiVersion is its kind's contract version), the HTTPS server, then the
-/// CRDs pointed at it. A step that fails is logged with its cause and tried
-/// again, so the operator runs on with v1beta2 while the webhook cannot be
-/// served. `metrics` count the CRD watch's failures.
-pub async fn run(client: kube::Client, settings: Settings, metrics: crate::controllers::Metrics) {
+/// CRDs and the admission webhook's configuration pointed at it. A step
+/// that fails is logged with its cause and tried again, so the operator
+/// runs on with v1beta2 (and the controller's judgement of template
+/// changes) while the webhook cannot be served. `metrics` count the CRD
+/// watch's failures; `runtime` holds the platform providers admission asks.
+pub async fn run(
+    client: kube::Client,
+    settings: Settings,
+    metrics: crate::controllers::Metrics,
+    runtime: crate::wasm::Runtime,
+) {
     let cert = loop {
         match certs::ensure(&client, &settings).await {
             Ok(cert) => break cert,
@@ -99,8 +115,9 @@ pub async fn run(client: kube::Client, settings: Settings, metrics: crate::contr
     let watching = tokio::spawn(crds.run(metrics));
     crds.ready().await;
     let convert = converter(crds.store().clone());
+    let admission = Admission::new(client.clone(), runtime);
     let server = loop {
-        match Server::bind(settings.bind, &cert, convert.clone()).await {
+        match Server::bind(settings.bind, &cert, convert.clone(), admission.clone()).await {
             Ok(server) => break server,
             Err(error) => not_serving(&error).await,
         }
@@ -108,6 +125,9 @@ pub async fn run(client: kube::Client, settings: Settings, metrics: crate::contr
     tracing::info!(address = %server.address(), "serving the conversion webhook");
     let serving = tokio::spawn(server.serve());
     while let Err(error) = point_crds_at(&client, &settings.endpoint, &cert.ca_pem).await {
+        not_serving(&error).await;
+    }
+    while let Err(error) = register_admission(&client, &settings.endpoint, &cert.ca_pem).await {
         not_serving(&error).await;
     }
     let _ = serving.await;
@@ -118,7 +138,7 @@ async fn not_serving(error: &Error) {
     tracing::error!(
         error = %crate::report::error_chain(error),
         retry_in = ?RETRY,
-        "the v1beta1 conversion webhook is not served"
+        "the webhook is not served (v1beta1 conversion, PlatformCluster admission)"
     );
     tokio::time::sleep(RETRY).await;
 }

@@ -1,5 +1,6 @@
 //! The webhook's HTTPS server: rustls over the listener, each connection
-//! served by hyper (HTTP/1.1) with an axum router of one route.
+//! served by hyper (HTTP/1.1) with an axum router of two routes: the
+//! conversion webhook and the PlatformCluster admission webhook.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,9 +14,21 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionReview;
+
 use super::Error;
+use super::admission::{self, Admission};
 use super::certs::ServingCert;
 use super::review::{Converter, review};
+use crate::api::PlatformCluster;
+
+/// What the routes answer with.
+#[derive(Clone)]
+struct Handlers {
+    convert: Converter,
+    admission: Admission,
+}
 
 /// The most a ConversionReview may weigh: the API server sends one object
 /// per request for writes and a page of them for lists.
@@ -34,6 +47,7 @@ impl Server {
         bind: SocketAddr,
         cert: &ServingCert,
         convert: Converter,
+        admission: Admission,
     ) -> Result<Self, Error> {
         let tls = tls_config(cert)?;
         let listener = TcpListener::bind(bind)
@@ -41,8 +55,9 @@ impl Server {
             .map_err(|e| Error::Bind(bind, e))?;
         let router = Router::new()
             .route(crate::api::WEBHOOK_PATH, post(handle))
+            .route(admission::PATH, post(admit))
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-            .with_state(convert);
+            .with_state(Handlers { convert, admission });
         Ok(Self {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
@@ -93,10 +108,17 @@ impl Server {
 }
 
 async fn handle(
-    State(convert): State<Converter>,
+    State(handlers): State<Handlers>,
     axum::Json(request): axum::Json<serde_json::Value>,
 ) -> axum::Json<serde_json::Value> {
-    axum::Json(review(request, convert.as_ref()))
+    axum::Json(review(request, handlers.convert.as_ref()))
+}
+
+async fn admit(
+    State(handlers): State<Handlers>,
+    axum::Json(request): axum::Json<AdmissionReview<PlatformCluster>>,
+) -> axum::Json<AdmissionReview<DynamicObject>> {
+    axum::Json(handlers.admission.review(request).await)
 }
 
 fn tls_config(cert: &ServingCert) -> Result<ServerConfig, Error> {

@@ -16,7 +16,7 @@ use crate::cli::Exit;
 use crate::conformance::{self, Failure, Outcome, Provider, Subject, infrastructure};
 use crate::report::error_chain;
 use crate::wasm::types::ProviderError;
-use crate::wasm::{CallError, Capabilities, PrecompiledCache, World};
+use crate::wasm::{CallError, PrecompiledCache, World};
 
 /// Exit code when any check failed.
 const FAILED: u8 = 30;
@@ -31,13 +31,14 @@ Checks:
                   providerIDs. The component must provision in the simulated cloud with
                   sim-infrastructure's config (endpoint, region, failureDomains, ...).
   bootstrap       no built-in scenarios: give --fixtures.
+  platform        no built-in scenarios: give --fixtures (render, status, validate).
   --fixtures DIR  every *.json fixture in DIR (the format of `capwasm provider test`) that
                   has an \"expect\" and calls this world, held to it:
                     \"expect\": {\"result\": {...}}            the result, exactly
                     \"expect\": {\"error\": \"retry-after\"}
                     \"expect\": {\"error\": \"terminal\", \"reason\": \"...\"}
                     \"expect\": {\"error\": \"invalid-config\", \"path\": \"$.field\"}
-                  Examples: examples/requests/ (kubeadm-bootstrap's outputs).
+                  Examples: examples/requests/ (kubeadm-bootstrap's and sim-platform's outputs).
 
 Output: one line per check on stdout (ok or FAIL, with why), then a count. Exit codes:
    0  every check passed
@@ -67,6 +68,7 @@ pub struct Args {
 enum WorldArg {
     Bootstrap,
     Infrastructure,
+    Platform,
 }
 
 impl From<WorldArg> for World {
@@ -74,6 +76,7 @@ impl From<WorldArg> for World {
         match world {
             WorldArg::Bootstrap => Self::Bootstrap,
             WorldArg::Infrastructure => Self::Infrastructure,
+            WorldArg::Platform => Self::Platform,
         }
     }
 }
@@ -117,13 +120,8 @@ async fn check(
     subject: Subject,
     fixtures: Vec<(String, Fixture)>,
 ) -> anyhow::Result<Exit> {
-    // A fixture's credentials are the developer's own, handed to the guest.
     let provider = subject
-        .load(Capabilities {
-            allowed_hosts: args.sandbox.allow_hosts.clone(),
-            expose_credentials: true,
-            ..Capabilities::default()
-        })
+        .load(args.sandbox.capabilities())
         .await
         .map_err(|e| match e {
             Failure::Load(e) => refused(shown, &e),

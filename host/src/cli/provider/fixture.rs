@@ -14,9 +14,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::expect::Expect;
-use super::json;
+use super::{json, platform_json};
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
+use crate::wasm::composition::{RenderRequest, StatusRequest, ValidateRequest};
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::{World, types};
 
@@ -30,6 +31,9 @@ pub const CALLS: &[&str] = &[
     "delete-cluster",
     "provider-id",
     "owns",
+    "render",
+    "status",
+    "validate",
     "info",
     "config-schema",
 ];
@@ -56,6 +60,17 @@ pub enum Call {
     },
     /// `provider-ids.owns`.
     Owns(String),
+    /// `composition.render`, for a cluster in `namespace`.
+    Render {
+        /// The request.
+        request: RenderRequest,
+        /// The cluster's namespace, where every object must be.
+        namespace: String,
+    },
+    /// `composition.status`.
+    Status(StatusRequest),
+    /// `composition.validate`.
+    Validate(ValidateRequest),
     /// `info`.
     Info,
     /// `config-schema`.
@@ -73,6 +88,9 @@ impl Call {
             Self::DeleteCluster(_) => "clusters.delete",
             Self::ProviderId { .. } => "provider-ids.provider-id",
             Self::Owns(_) => "provider-ids.owns",
+            Self::Render { .. } => "composition.render",
+            Self::Status(_) => "composition.status",
+            Self::Validate(_) => "composition.validate",
             Self::Info => "info",
             Self::ConfigSchema => "config-schema",
         }
@@ -82,6 +100,7 @@ impl Call {
     pub fn world(&self) -> Option<World> {
         match self {
             Self::Generate(_) => Some(World::Bootstrap),
+            Self::Render { .. } | Self::Status(_) | Self::Validate(_) => Some(World::Platform),
             Self::Info | Self::ConfigSchema => None,
             _ => Some(World::Infrastructure),
         }
@@ -89,7 +108,7 @@ impl Call {
 }
 
 /// A decoded fixture: the call, and the config to check against the
-/// provider's schema first (for calls that take one).
+/// provider's schema first (for calls that take one; a render's values).
 #[derive(Debug)]
 pub struct Fixture {
     /// The call.
@@ -144,6 +163,9 @@ enum CallName {
     DeleteCluster,
     ProviderId,
     Owns,
+    Render,
+    Status,
+    Validate,
     Info,
     ConfigSchema,
 }
@@ -196,6 +218,21 @@ pub fn parse(text: &str) -> Result<Fixture, FixtureError> {
         CallName::Owns => {
             let r: json::OwnsRequest = decode(request)?;
             (Call::Owns(r.provider_id), None)
+        }
+        CallName::Render => {
+            let r: platform_json::RenderRequest = decode(request)?;
+            let values = Some(r.values.clone());
+            let namespace = r.namespace();
+            let request = r.into_wit();
+            (Call::Render { request, namespace }, values)
+        }
+        CallName::Status => {
+            let r: platform_json::StatusRequest = decode(request)?;
+            (Call::Status(r.into_wit()), None)
+        }
+        CallName::Validate => {
+            let r: platform_json::ValidateRequest = decode(request)?;
+            (Call::Validate(r.into_wit()), None)
         }
         CallName::Info => {
             let json::NoArguments {} = decode(request)?;
@@ -300,7 +337,7 @@ mod tests {
             let name: Result<CallName, _> = serde_json::from_value(serde_json::json!(call));
             assert!(name.is_ok(), "{call}");
         }
-        assert_eq!(CALLS.len(), 9);
+        assert_eq!(CALLS.len(), 12);
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod expect;
 mod fixture;
 mod inspect;
 mod json;
+mod platform_json;
 mod push;
 mod test;
 
@@ -13,8 +14,8 @@ use std::sync::Arc;
 
 use crate::report::error_chain;
 use crate::wasm::{
-    self, Capabilities, Limits, LoadedProvider, PrecompiledCache, ProviderSource, ProviderSpec,
-    Runtime,
+    self, Capabilities, Limits, LoadedProvider, ObjectKind, PrecompiledCache, ProviderSource,
+    ProviderSpec, Runtime,
 };
 
 use super::Exit;
@@ -181,6 +182,11 @@ struct SandboxArgs {
     /// Without any, the component may make no HTTP requests at all.
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
+    /// A kind a platform component may render (`Kind.group`, as
+    /// `MachinePool.cluster.x-k8s.io`; `Secret` for the core group), as
+    /// the ProviderModule's capabilities.allowedKinds; repeatable.
+    #[arg(long = "allow-kind", value_name = "KIND", value_parser = kind)]
+    allow_kinds: Vec<ObjectKind>,
     /// Where compiled components are kept, so that the next run of the
     /// same component does not compile it again (a Python provider takes
     /// seconds to compile).
@@ -188,6 +194,34 @@ struct SandboxArgs {
     cache_dir: Option<PathBuf>,
     #[command(flatten)]
     limits: LimitArgs,
+}
+
+impl SandboxArgs {
+    /// What the component may reach and render.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            allowed_hosts: self.allow_hosts.clone(),
+            allowed_kinds: self.allow_kinds.clone(),
+            // A fixture's credentials are the developer's own: handed to
+            // the guest as written, there being no Secret to sign with.
+            expose_credentials: true,
+            ..Capabilities::default()
+        }
+    }
+}
+
+/// `Kind.group` (or `Kind` for the core group), as errors name a kind.
+fn kind(text: &str) -> Result<ObjectKind, String> {
+    let (kind, group) = text.split_once('.').unwrap_or((text, ""));
+    if kind.is_empty() {
+        return Err(format!(
+            "{text:?} names no kind: write Kind.group, as MachinePool.cluster.x-k8s.io"
+        ));
+    }
+    Ok(ObjectKind {
+        group: group.to_owned(),
+        kind: kind.to_owned(),
+    })
 }
 
 /// `--memory-mib` and friends, as the operator's per-ProviderModule limits.

@@ -9,13 +9,11 @@ use anyhow::{Context as _, anyhow, bail};
 use serde::Serialize;
 
 use super::fixture::{self, Call};
-use super::{Loaded, SandboxArgs, json, load};
+use super::{Loaded, SandboxArgs, json, load, platform_json};
 use crate::cli::Exit;
 use crate::conformance::said;
 use crate::wasm::types::ProviderError;
-use crate::wasm::{
-    CallError, Capabilities, LoadedProvider, MemoryBound, PrecompiledCache, Runtime,
-};
+use crate::wasm::{CallError, LoadedProvider, MemoryBound, PrecompiledCache, Runtime};
 
 /// Exit codes besides 0 (the call returned a result), 1 (bad input: a
 /// missing or unusable file, a bad fixture, a call the component's world
@@ -53,12 +51,16 @@ The fixture names the call and its request:
   {\"call\": \"generate\", \"request\": {...}}
 
 Calls: generate, reconcile-pool, delete-pool, reconcile-cluster, delete-cluster,
-provider-id, owns, info, config-schema. The request is the WIT record of the call
+provider-id, owns, render, status, validate, info, config-schema. The request is the WIT record of the call
 with field names in camelCase (idempotency-key -> idempotencyKey), enum cases as in
 the WIT (cloud-config, internal-ip, running), `config` as a JSON document (default {}),
 and byte lists (bootstrap data, credential values) as a UTF-8 string or
 {\"base64\": \"...\"}. provider-id takes {\"config\", \"instance\"}, owns takes
-{\"providerId\"}, info and config-schema take nothing. An optional top-level
+{\"providerId\"}, info and config-schema take nothing. The platform world's calls
+take documents as JSON objects: render {\"cluster\", \"template\", \"values\" (checked
+against the schema, default {}), \"observed\"}, status {\"cluster\", \"template\",
+\"observed\", \"nodes\"}, validate {\"old\", \"new\", \"oldTemplate\", \"newTemplate\"}
+(its result {\"allowed\": true} or {\"refused\": why}). An optional top-level
 \"description\" is ignored. Examples: examples/requests/.
 
 The config is checked against the provider's config schema before the call,
@@ -101,13 +103,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
     let fixture = fixture::parse(&text).map_err(|e| {
         anyhow!("bad fixture {path}: {e} (see `capwasm provider test --help` for the format)")
     })?;
-    // A fixture's credentials are the developer's own: handed to the
-    // guest as written, there being no Secret for the host to sign with.
-    let capabilities = Capabilities {
-        allowed_hosts: args.sandbox.allow_hosts.clone(),
-        expose_credentials: true,
-        ..Capabilities::default()
-    };
+    let capabilities = args.sandbox.capabilities();
     let cache = args.sandbox.cache_dir.as_deref().map(PrecompiledCache::new);
     let loaded = load(
         &args.file,
@@ -190,6 +186,18 @@ pub(super) async fn make(
             .owns(name, &provider_id)
             .await
             .map(serde_json::Value::Bool),
+        Call::Render { request, namespace } => runtime
+            .render(name, "", &namespace, &request)
+            .await
+            .map(|c| to_json(&platform_json::Rendered::from(c))),
+        Call::Status(r) => runtime
+            .platform_status(name, "", &r)
+            .await
+            .map(|s| to_json(&platform_json::ClusterSummary::from(s))),
+        Call::Validate(r) => runtime
+            .validate(name, "", &r)
+            .await
+            .map(platform_json::verdict),
         Call::Info => runtime
             .info(name)
             .await

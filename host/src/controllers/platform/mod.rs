@@ -8,7 +8,7 @@
 //!    and the values (the template's, overlaid with the cluster's) satisfy
 //!    the provider's schema;
 //! 2. a change of template goes through the provider's `validate`
-//!    ([`spec::change`]); refused, nothing is applied and the running
+//!    ([`change::change`]); refused, nothing is applied and the running
 //!    objects stay as they are;
 //! 3. the cluster's objects, from label-selected watches of the kinds its
 //!    module may render ([`children`]);
@@ -21,13 +21,16 @@
 //! Deletion deletes the CAPI Cluster first, waits until it is gone, then
 //! the rest, and only then lets the PlatformCluster go ([`delete`]).
 
+pub mod change;
 pub mod children;
 mod compose;
 mod delete;
-mod documents;
+pub mod documents;
 mod observe;
 mod rollup;
 mod spec;
+
+pub use spec::node_groups;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -79,7 +82,7 @@ impl Reconciler for PlatformCluster {
     const SUMMARY: ConditionType = ConditionType::Ready;
     const PHASES: &'static [Phase<Self>] = phases![PlatformCluster:
         spec::template,
-        spec::change,
+        change::change,
         observe::observe,
         compose::compose,
         rollup::roll_up,

@@ -1,16 +1,14 @@
 //! What must hold before anything is composed: the spec's rules, a
 //! template that exists and may be used, its provider in service for the
-//! platform world, values its schema accepts, and a change of template the
-//! provider allows. Any of them failing holds every write to the cluster's
-//! objects: what runs keeps running as it is.
+//! platform world, and values its schema accepts (a change of template is
+//! judged next, in `change`). Any of them failing holds every write to the
+//! cluster's objects: what runs keeps running as it is.
 
 use std::time::Duration;
 
-use kube::ResourceExt as _;
-
 use super::documents::{self, document};
 use crate::api::conditions::Desired;
-use crate::api::platform::{API_VERSION, PlatformClusterSpec};
+use crate::api::platform::PlatformClusterSpec;
 use crate::api::{ConditionType, PlatformCluster, Reason};
 use crate::controllers::config::ConfigError;
 use crate::controllers::context::Context;
@@ -20,7 +18,6 @@ use crate::controllers::provider::loading;
 use crate::controllers::reconciler::Scope;
 use crate::wasm::World;
 use crate::wasm::composed::dns_label;
-use crate::wasm::composition::{ValidateRequest, Verdict};
 
 /// How soon to look again for a values check that outran its budget.
 const VALUES_CHECK_RETRY: Duration = Duration::from_secs(5);
@@ -57,7 +54,7 @@ pub fn node_groups(spec: &PlatformClusterSpec) -> Result<(), String> {
 }
 
 /// Holds the cluster's objects where they are, saying why on `type_`.
-fn hold(
+pub(super) fn hold(
     scope: &mut Scope<PlatformCluster>,
     type_: ConditionType,
     reason: Reason,
@@ -91,11 +88,7 @@ pub(super) async fn template(
             why,
         ));
     };
-    let applied = scope.status.applied_template.as_deref();
-    if template.spec.deprecated && applied != Some(name.as_str()) {
-        let why = format!(
-            "spec.templateName: ClusterTemplate {name:?} is deprecated: no new cluster, and no cluster changing to it, may use it"
-        );
+    if let Some(why) = super::change::deprecated(&object, &template) {
         let reason = Reason::TemplateDeprecated;
         return Ok(hold(scope, ConditionType::TemplateAccepted, reason, why));
     }
@@ -156,65 +149,6 @@ pub(super) async fn template(
     scope.found.template = Some(template);
     scope.found.provider = Some(provider);
     Ok(Outcome::Continue)
-}
-
-/// A change of template, judged by the new template's provider: refused,
-/// nothing is applied, and the objects keep the template they run.
-pub(super) async fn change(
-    scope: &mut Scope<PlatformCluster>,
-    ctx: &Context,
-) -> Result<Outcome, Error> {
-    // Set, with the template and its documents, when everything held.
-    let Some(provider) = scope.found.provider.clone() else {
-        return Ok(Outcome::Continue);
-    };
-    let object = scope.object.clone();
-    let new = &object.spec.template_name;
-    let old = match scope.status.applied_template.clone() {
-        Some(old) if old != *new => old,
-        _ => {
-            scope.set(Desired::holds(
-                ConditionType::TemplateAccepted,
-                Reason::TemplateAccepted,
-                format!("ClusterTemplate {new:?}"),
-            ));
-            return Ok(Outcome::Continue);
-        }
-    };
-    let old_template = ctx.caches.templates.get(None, &old).map_or_else(
-        || serde_json::json!({"apiVersion": API_VERSION, "kind": "ClusterTemplate", "metadata": {"name": old}}).to_string(),
-        |t| document(&*t),
-    );
-    let request = ValidateRequest {
-        old: document(&documents::as_running(&object)),
-        new: scope.found.documents.cluster.clone(),
-        old_template,
-        new_template: scope.found.documents.template.clone(),
-    };
-    let uid = object.uid().unwrap_or_default();
-    let verdict = ctx
-        .runtime
-        .validate(provider.name(), &uid, &request)
-        .await
-        .map_err(|e| scope.failed(ConditionType::TemplateAccepted, Error::Guest(e)))?;
-    match verdict {
-        Verdict::Allowed => {
-            scope.set(Desired::holds(
-                ConditionType::TemplateAccepted,
-                Reason::TemplateAccepted,
-                format!("ClusterTemplate {new:?}, changed from {old:?}"),
-            ));
-            Ok(Outcome::Continue)
-        }
-        Verdict::Refused(why) => {
-            let why = format!(
-                "spec.templateName: changing from {old:?} to {new:?} is refused by provider {:?}: {why}; the cluster keeps running {old:?}",
-                provider.name()
-            );
-            let reason = Reason::TemplateChangeRefused;
-            Ok(hold(scope, ConditionType::TemplateAccepted, reason, why))
-        }
-    }
 }
 
 #[cfg(test)]
