@@ -65,6 +65,20 @@ impl Platform {
         .await
     }
 
+    /// The sample provider in `install`'s namespace, on its own servers.
+    async fn of(install: &Install) -> Self {
+        let workload = install.env.workload().unwrap();
+        let parts = (install.objects.clone(), install.modules.clone());
+        Self::on(
+            install.client.clone(),
+            &install.ns,
+            parts,
+            workload,
+            ("sim_platform.wasm", KINDS),
+        )
+        .await
+    }
+
     /// In namespace `ns` of `client`'s server, whose provider modules are
     /// `modules`; clusters of the `workload` server.
     async fn on(
@@ -644,16 +658,7 @@ async fn versions(platform: &Platform, name: &str) -> Vec<(String, String)> {
 #[tokio::test]
 async fn with_the_admission_webhook_a_refused_template_change_is_never_stored() {
     let install = Install::with_core("pc-admit", Core::Capwasm).await;
-    let workload = install.env.workload().unwrap();
-    let parts = (install.objects.clone(), install.modules.clone());
-    let platform = Platform::on(
-        install.client.clone(),
-        &install.ns,
-        parts,
-        workload,
-        ("sim_platform.wasm", KINDS),
-    )
-    .await;
+    let platform = Platform::of(&install).await;
     let v30 = platform.template("v30", "v1.30.4", json!({})).await;
     let v31 = platform.template("v31", "v1.31.2", json!({})).await;
     let v33 = platform.template("v33", "v1.33.0", json!({})).await;
@@ -767,16 +772,7 @@ async fn new_clusters_breaking_the_rules_are_refused(
 async fn an_operator_restart_writes_nothing_for_a_platform_cluster_at_rest() {
     let log = format!("info,{RECONCILES}=debug");
     let mut install = Install::sharded("pc-restart", 1, &log).await;
-    let workload = install.env.workload().unwrap();
-    let parts = (install.objects.clone(), install.modules.clone());
-    let platform = Platform::on(
-        install.client.clone(),
-        &install.ns,
-        parts,
-        workload,
-        ("sim_platform.wasm", KINDS),
-    )
-    .await;
+    let platform = Platform::of(&install).await;
     let template = platform
         .template("v31", "v1.31.2", json!({"encryptionKey": true}))
         .await;

@@ -14,7 +14,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 
 use crate::api::{ClusterTemplate, PlatformCluster};
 use crate::controllers::platform::documents::document;
-use crate::controllers::platform::{change, node_groups};
+use crate::controllers::platform::{change, deprecated, node_groups};
 use crate::wasm::Runtime;
 use crate::wasm::composition::Verdict;
 
@@ -98,7 +98,7 @@ impl Admission {
                 return Judged::Undecided(format!("cannot read ClusterTemplate {new:?}: {error}"));
             }
         };
-        if let Some(why) = change::deprecated(cluster, &new_template) {
+        if let Some(why) = deprecated(cluster, &new_template) {
             return Judged::Refused(why);
         }
         let Some(old) = change::changing_from(cluster) else {

@@ -1,8 +1,7 @@
-//! A change of template, judged by the new template's provider (`validate`),
-//! and the use of a deprecated template: the questions and how a refusal
-//! reads, shared by the controller, which holds a refused change as a
-//! condition and applies nothing, and the admission webhook, which refuses
-//! the write itself.
+//! A change of template, judged by the new template's provider (`validate`):
+//! the question it is asked and how a refusal reads, shared by the
+//! controller, which holds a refused change as a condition and applies
+//! nothing, and the admission webhook, which refuses the write itself.
 
 use kube::ResourceExt as _;
 
@@ -21,22 +20,6 @@ use crate::wasm::composition::ValidateRequest;
 pub fn changing_from(cluster: &PlatformCluster) -> Option<String> {
     let applied = cluster.status.as_ref()?.applied_template.as_ref()?;
     (*applied != cluster.spec.template_name).then(|| applied.clone())
-}
-
-/// Why `template`, which `cluster` names, may not be used: it is
-/// deprecated and the cluster does not run it yet (it is new, or changing
-/// to it).
-pub fn deprecated(cluster: &PlatformCluster, template: &ClusterTemplate) -> Option<String> {
-    let name = &cluster.spec.template_name;
-    let applied = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.applied_template.as_ref());
-    (template.spec.deprecated && applied != Some(name)).then(|| {
-        format!(
-            "spec.templateName: ClusterTemplate {name:?} is deprecated: no new cluster, and no cluster changing to it, may use it"
-        )
-    })
 }
 
 /// What `validate` is asked when `cluster` (`new`: it and the template its

@@ -30,7 +30,7 @@ mod observe;
 mod rollup;
 mod spec;
 
-pub use spec::node_groups;
+pub use spec::{deprecated, node_groups};
 
 use std::future::Future;
 use std::sync::Arc;

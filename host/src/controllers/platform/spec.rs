@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::documents::{self, document};
 use crate::api::conditions::Desired;
 use crate::api::platform::PlatformClusterSpec;
-use crate::api::{ConditionType, PlatformCluster, Reason};
+use crate::api::{ClusterTemplate, ConditionType, PlatformCluster, Reason};
 use crate::controllers::config::ConfigError;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -21,6 +21,22 @@ use crate::wasm::composed::dns_label;
 
 /// How soon to look again for a values check that outran its budget.
 const VALUES_CHECK_RETRY: Duration = Duration::from_secs(5);
+
+/// Why `template`, which `cluster` names, may not be used: it is
+/// deprecated and the cluster does not run it yet (it is new, or changing
+/// to it).
+pub fn deprecated(cluster: &PlatformCluster, template: &ClusterTemplate) -> Option<String> {
+    let name = &cluster.spec.template_name;
+    let applied = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.applied_template.as_ref());
+    (template.spec.deprecated && applied != Some(name)).then(|| {
+        format!(
+            "spec.templateName: ClusterTemplate {name:?} is deprecated: no new cluster, and no cluster changing to it, may use it"
+        )
+    })
+}
 
 /// The first rule of the node groups `spec` breaks, naming the field.
 pub fn node_groups(spec: &PlatformClusterSpec) -> Result<(), String> {
@@ -88,7 +104,7 @@ pub(super) async fn template(
             why,
         ));
     };
-    if let Some(why) = super::change::deprecated(&object, &template) {
+    if let Some(why) = deprecated(&object, &template) {
         let reason = Reason::TemplateDeprecated;
         return Ok(hold(scope, ConditionType::TemplateAccepted, reason, why));
     }
