@@ -83,8 +83,8 @@ impl Admission {
         let applied = cluster
             .status
             .as_ref()
-            .and_then(|s| s.applied_template.as_ref());
-        if applied == Some(new) {
+            .and_then(|s| s.applied_template.clone());
+        if applied.as_ref() == Some(new) {
             // It runs what it names (a count changed, a finalizer added).
             return Judged::Allowed;
         }
@@ -101,7 +101,8 @@ impl Admission {
         if let Some(why) = deprecated(cluster, &new_template) {
             return Judged::Refused(why);
         }
-        let Some(old) = change::changing_from(cluster) else {
+        // A new cluster: no template to change from.
+        let Some(old) = applied else {
             return Judged::Allowed;
         };
         let old_template = match templates.get_opt(&old).await {
