@@ -283,8 +283,13 @@ async fn two_node_groups_reach_running_and_the_cluster_rolls_up_to_ready() {
         .await
         .unwrap();
     wait_for_pool(pools, "c-md", "Running", 3).await;
-    let cluster = platform.ready("c").await;
-    assert_eq!(cluster.status.unwrap().node_groups[0].ready, 3);
+    // The roll-up follows the pool's status, so it is waited for.
+    platform
+        .wait("c", "the group counts three ready", |s| {
+            s.phase.as_deref() == Some("Ready")
+                && s.node_groups.first().is_some_and(|g| g.ready == 3)
+        })
+        .await;
     // The key was generated once.
     let again = secrets.get("c-encryption").await.unwrap().data.unwrap()["key"]
         .0
@@ -455,8 +460,13 @@ async fn a_new_module_version_changes_what_is_rendered_without_a_restart() {
     // The pool kept running through the swap.
     let pool = pools.get("c-md").await.unwrap();
     assert_eq!(pool.status.unwrap().phase.as_deref(), Some("Running"));
-    let cluster = platform.ready("c").await;
-    assert_eq!(cluster.status.unwrap().served_by.unwrap().version, "0.2.0");
+    // Status is written after the objects are applied, so it is waited for.
+    let cluster = platform
+        .wait("c", "the new version serves the cluster", |s| {
+            s.served_by.as_ref().is_some_and(|b| b.version == "0.2.0")
+        })
+        .await;
+    assert_eq!(cluster.status.unwrap().phase.as_deref(), Some("Ready"));
 }
 
 #[tokio::test]
