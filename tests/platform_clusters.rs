@@ -351,6 +351,53 @@ async fn one_minor_version_up_is_applied_and_two_are_refused_with_nothing_change
 }
 
 #[tokio::test]
+async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
+    let platform = Platform::new("pc-mixed").await;
+    let v30 = platform.template("v30", "v1.30.4", json!({})).await;
+    let v31 = platform.template("v31", "v1.31.2", json!({})).await;
+    platform.cluster("c", &v30, &[("md", 1)]).await;
+    let pools = &platform.apis.pools;
+    wait_for_pool(pools, "c-md", "Running", 1).await;
+    let kubelets = |cluster: PlatformCluster| -> Vec<String> {
+        let status = cluster.status.unwrap_or_default();
+        status
+            .nodes
+            .into_iter()
+            .map(|n| n.kubelet_version)
+            .collect()
+    };
+    let ready = platform
+        .wait("c", "Ready on one v1.30.4 node", |s| {
+            s.phase.as_deref() == Some("Ready") && s.nodes.len() == 1
+        })
+        .await;
+    assert_eq!(kubelets(ready), ["v1.30.4"]);
+
+    // One minor up and one more node: the simulated cloud boots the new
+    // machine on v1.31.2 and, like a pool without a rollout, keeps the old one.
+    let change = json!({"spec": {"templateName": v31, "nodeGroups": [{"name": "md", "count": 2}]}});
+    platform
+        .clusters
+        .patch("c", &PatchParams::default(), &merge(change))
+        .await
+        .unwrap();
+    let upgrading = platform
+        .wait("c", "Upgrading", |s| {
+            s.phase.as_deref() == Some("Upgrading")
+        })
+        .await;
+    let status = upgrading.clone().status.unwrap_or_default();
+    assert_eq!(
+        status.message.as_deref(),
+        Some("nodes run v1.30.4, v1.31.2"),
+        "{status:?}"
+    );
+    let mut versions = kubelets(upgrading);
+    versions.sort();
+    assert_eq!(versions, ["v1.30.4", "v1.31.2"]);
+}
+
+#[tokio::test]
 async fn a_child_deleted_or_stripped_of_its_owner_comes_back() {
     let platform = Platform::new("pc-heal").await;
     let template = platform.template("v31", "v1.31.2", json!({})).await;

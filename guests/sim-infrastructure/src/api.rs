@@ -67,6 +67,9 @@ pub struct CreateInstance<'a> {
     pub failure_domain: Option<&'a str>,
     pub node_labels: &'a BTreeMap<String, String>,
     pub instance_type: Option<&'a str>,
+    /// The pool's Kubernetes version: the cloud boots the image that runs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<&'a str>,
 }
 
 impl CreateInstance<'_> {
@@ -165,6 +168,7 @@ mod tests {
             failure_domain: None,
             node_labels: &labels,
             instance_type: Some("small"),
+            kubernetes_version: Some("v1.31.2"),
         };
         let value = serde_json::to_value(&body).expect("encodes");
         assert_eq!(
@@ -177,6 +181,7 @@ mod tests {
                 "failureDomain": null,
                 "nodeLabels": {"tier": "web"},
                 "instanceType": "small",
+                "kubernetesVersion": "v1.31.2",
             })
         );
     }

@@ -111,6 +111,7 @@ impl InfrastructureProvider for SimInfrastructure {
                 failure_domain,
                 node_labels: &node_labels,
                 instance_type: config.instance_type.as_deref(),
+                kubernetes_version: request.cluster.kubernetes_version.as_deref(),
             })?;
             let message = if new {
                 "created instance"

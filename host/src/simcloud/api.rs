@@ -90,6 +90,11 @@ pub struct CreateInstance {
     /// The instance type; the cloud records it and offers only one size.
     #[serde(default)]
     pub instance_type: Option<String>,
+    /// The Kubernetes version of the machine image, as `v1.31.2`: what its
+    /// kubelet reports. Where a real cloud picks an image by version, this
+    /// cloud boots one image and takes the version as given.
+    #[serde(default)]
+    pub kubernetes_version: Option<String>,
 }
 
 /// Body of `GET /v1/regions/{region}/instances`.
@@ -140,11 +145,13 @@ mod tests {
             "requestToken": "key-0", "pool": "ns/p", "bootstrapData": "I2Nsb3VkLWNvbmZpZwo=",
             "bootstrapFormat": "cloud-config", "failureDomain": null,
             "nodeLabels": {"tier": "web"}, "instanceType": "small",
+            "kubernetesVersion": "v1.31.2",
         });
         let create: CreateInstance = serde_json::from_value(body).expect("decodes");
         assert_eq!(create.bootstrap_format, BootstrapFormat::CloudConfig);
         assert_eq!(create.node_labels["tier"], "web");
         assert_eq!(create.instance_type.as_deref(), Some("small"));
+        assert_eq!(create.kubernetes_version.as_deref(), Some("v1.31.2"));
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct InstanceRecord {
     pub node_labels: BTreeMap<String, String>,
     /// The instance type asked for.
     pub instance_type: Option<String>,
+    /// The Kubernetes version its kubelet reports.
+    pub kubernetes_version: Option<String>,
 }
 
 // Bootstrap data holds join tokens and keys: an assertion message must not print it.
@@ -50,6 +52,7 @@ impl fmt::Debug for InstanceRecord {
             .field("join_failure", &self.join_failure)
             .field("node_labels", &self.node_labels)
             .field("instance_type", &self.instance_type)
+            .field("kubernetes_version", &self.kubernetes_version)
             .finish()
     }
 }
@@ -199,6 +202,7 @@ impl Inventory {
             bootstrap_data: data.into(),
             node_labels: request.node_labels,
             instance_type: request.instance_type,
+            kubernetes_version: request.kubernetes_version,
         };
         self.instances.insert(id.clone(), record);
         *self.creations.entry(key.clone()).or_default() += 1;
@@ -354,6 +358,16 @@ fn check_create(request: &CreateInstance) -> Result<(), Refusal> {
     {
         return invalid("instanceType", "must be 1-63 characters");
     }
+    if request
+        .kubernetes_version
+        .as_deref()
+        .is_some_and(|v| !is_version(v))
+    {
+        return invalid(
+            "kubernetesVersion",
+            "must be major.minor.patch, after an optional v, at most 63 characters",
+        );
+    }
     if request.node_labels.len() > MAX_LABELS {
         return invalid("nodeLabels", "may hold at most 64 labels");
     }
@@ -368,6 +382,21 @@ fn check_create(request: &CreateInstance) -> Result<(), Refusal> {
         );
     }
     Ok(())
+}
+
+/// `v1.31.2` or, as Cluster API allows, `1.31.2`, and what may follow it
+/// (`v1.31.2-rc.0`): it is shown on Nodes.
+fn is_version(version: &str) -> bool {
+    let rest = version.strip_prefix('v').unwrap_or(version);
+    let core = rest.split(['-', '+']).next().unwrap_or_default();
+    version.len() <= MAX_NAME
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.+".contains(&b))
+        && core.split('.').count() == 3
+        && core
+            .split('.')
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A DNS label: it goes into providerIDs and paths as is.
@@ -406,6 +435,7 @@ mod tests {
             failure_domain: Some("zone-a".into()),
             node_labels: BTreeMap::new(),
             instance_type: None,
+            kubernetes_version: None,
         }
     }
 
@@ -516,7 +546,7 @@ mod tests {
     #[test]
     fn create_is_refused_when_a_parameter_is_malformed() {
         type Change = fn(&mut CreateInstance);
-        let cases: [(&str, Change); 6] = [
+        let cases: [(&str, Change); 8] = [
             ("requestToken", |r| r.request_token.clear()),
             ("pool", |r| r.pool = "no-namespace".into()),
             ("pool", |r| r.pool = "a/b/c".into()),
@@ -524,6 +554,12 @@ mod tests {
                 r.failure_domain = Some("Zone A".into());
             }),
             ("instanceType", |r| r.instance_type = Some(String::new())),
+            ("kubernetesVersion", |r| {
+                r.kubernetes_version = Some("v1.31.2 && reboot".into());
+            }),
+            ("kubernetesVersion", |r| {
+                r.kubernetes_version = Some("v1.31".into());
+            }),
             ("nodeLabels", |r| {
                 r.node_labels.insert(String::new(), "v".into());
             }),
@@ -544,6 +580,25 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_version_is_three_numbers_after_an_optional_v_and_what_may_follow() {
+        for good in ["v1.31.2", "1.31.2", "v1.31.2-rc.0", "v1.30.0+k3s1"] {
+            assert!(is_version(good), "{good}");
+        }
+        for bad in [
+            "",
+            "v",
+            "vv1.31.2",
+            "v1.31",
+            "v1.31.x",
+            "v1..2",
+            "v1.31.2 ",
+            "v1.31.2/x",
+        ] {
+            assert!(!is_version(bad), "{bad:?}");
+        }
     }
 
     #[test]

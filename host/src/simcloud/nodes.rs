@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -189,7 +191,8 @@ fn node(record: &InstanceRecord) -> Node {
     }
 }
 
-/// The status a kubelet on `record` posts: its addresses and Ready.
+/// The status a kubelet on `record` posts: its addresses, its version when
+/// the image has one, and Ready.
 fn ready_status(record: &InstanceRecord) -> Node {
     let instance = &record.instance;
     let now = Time(Timestamp::now());
@@ -221,6 +224,17 @@ fn ready_status(record: &InstanceRecord) -> Node {
                 last_heartbeat_time: Some(now.clone()),
                 last_transition_time: Some(now),
             }]),
+            node_info: record.kubernetes_version.as_ref().map(|version| {
+                // A kubelet reports its version with the v.
+                let version = format!("v{}", version.strip_prefix('v').unwrap_or(version));
+                NodeSystemInfo {
+                    kubelet_version: version.clone(),
+                    kube_proxy_version: version,
+                    operating_system: "linux".to_owned(),
+                    architecture: "amd64".to_owned(),
+                    ..NodeSystemInfo::default()
+                }
+            }),
             ..NodeStatus::default()
         }),
     }
@@ -256,6 +270,7 @@ mod tests {
                 ("topology.kubernetes.io/zone".to_owned(), "mine".to_owned()),
             ]),
             instance_type: None,
+            kubernetes_version: Some("1.31.2".into()),
         }
     }
 
@@ -289,5 +304,15 @@ mod tests {
             ("Ready", "True")
         );
         assert_eq!(status.addresses.map(|a| a.len()), Some(2));
+        let info = status.node_info.unwrap_or_default();
+        assert_eq!(info.kubelet_version, "v1.31.2");
+    }
+
+    #[test]
+    fn ready_status_without_a_version_posts_no_node_info() {
+        let mut record = record();
+        record.kubernetes_version = None;
+        let status = ready_status(&record).status.unwrap_or_default();
+        assert!(status.node_info.is_none());
     }
 }

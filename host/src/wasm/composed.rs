@@ -44,6 +44,27 @@ impl std::fmt::Display for ObjectKind {
     }
 }
 
+/// Text that names no kind where `Kind.group` was expected.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} names no kind: write Kind.group, as MachinePool.cluster.x-k8s.io")]
+pub struct NoKind(String);
+
+/// The inverse of `Display`: `Kind.group`, or `Kind` for the core group.
+impl std::str::FromStr for ObjectKind {
+    type Err = NoKind;
+
+    fn from_str(text: &str) -> Result<Self, NoKind> {
+        let (kind, group) = text.split_once('.').unwrap_or((text, ""));
+        if kind.is_empty() {
+            return Err(NoKind(text.to_owned()));
+        }
+        Ok(Self {
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+        })
+    }
+}
+
 /// A render, checked: objects as JSON objects, and the Secrets to generate.
 #[derive(Clone, Debug, Default)]
 pub struct Composition {
@@ -263,6 +284,15 @@ mod tests {
     }
 
     const POOL: &str = r#"{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachinePool","metadata":{"name":"workers"}}"#;
+
+    #[test]
+    fn a_kind_reads_back_as_it_is_written() {
+        for kind in allowed() {
+            assert_eq!(kind.to_string().parse::<ObjectKind>().ok(), Some(kind));
+        }
+        let refused = ".cluster.x-k8s.io".parse::<ObjectKind>().err();
+        assert!(refused.is_some_and(|e| e.to_string().contains("names no kind")));
+    }
 
     #[test]
     fn a_pool_of_an_allowed_kind_in_the_namespace_passes() {

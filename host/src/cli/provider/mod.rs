@@ -185,7 +185,7 @@ struct SandboxArgs {
     /// A kind a platform component may render (`Kind.group`, as
     /// `MachinePool.cluster.x-k8s.io`; `Secret` for the core group), as
     /// the ProviderModule's capabilities.allowedKinds; repeatable.
-    #[arg(long = "allow-kind", value_name = "KIND", value_parser = kind)]
+    #[arg(long = "allow-kind", value_name = "KIND")]
     allow_kinds: Vec<ObjectKind>,
     /// Where compiled components are kept, so that the next run of the
     /// same component does not compile it again (a Python provider takes
@@ -208,20 +208,6 @@ impl SandboxArgs {
             ..Capabilities::default()
         }
     }
-}
-
-/// `Kind.group` (or `Kind` for the core group), as errors name a kind.
-fn kind(text: &str) -> Result<ObjectKind, String> {
-    let (kind, group) = text.split_once('.').unwrap_or((text, ""));
-    if kind.is_empty() {
-        return Err(format!(
-            "{text:?} names no kind: write Kind.group, as MachinePool.cluster.x-k8s.io"
-        ));
-    }
-    Ok(ObjectKind {
-        group: group.to_owned(),
-        kind: kind.to_owned(),
-    })
 }
 
 /// `--memory-mib` and friends, as the operator's per-ProviderModule limits.
