@@ -350,6 +350,39 @@ mod infinite_loop {
         assert!(runtime.throttled(HOSTILE).is_none());
     }
 
+    /// One turn held by a looping call already past the patience: a call
+    /// after it is refused at once rather than after the patience, since
+    /// that turn is unlikely to come back within it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_behind_turns_held_past_the_patience_is_refused_at_once() {
+        let patience = limits().deadline / 4;
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 1,
+            patience,
+            ..settings(None)
+        };
+        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
+        let request = requests::generate("{}");
+        let holder = runtime.generate(HOSTILE, &request);
+        let late = async {
+            tokio::time::sleep(patience * 2).await;
+            let started = Instant::now();
+            (runtime.generate(HOSTILE, &request).await, started.elapsed())
+        };
+        let (held, (refused, elapsed)) = tokio::join!(holder, late);
+        assert!(
+            matches!(held, Err(CallError::DeadlineExceeded { .. })),
+            "{held:?}"
+        );
+        assert!(
+            matches!(refused, Err(CallError::Busy { waited, .. }) if waited.is_zero()),
+            "{refused:?}"
+        );
+        assert!(elapsed < patience, "refused after {elapsed:?}");
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "busy"), 1);
+        assert_eq!(metrics.waiting(HOSTILE), 0, "none left waiting");
+    }
+
     /// One turn, five looping calls: three run to their deadline one after
     /// another and throttle the provider; the two queued behind them are
     /// refused when their turn comes instead of running to theirs.

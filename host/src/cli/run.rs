@@ -56,7 +56,8 @@ pub struct Args {
     guest_memory_budget_mib: Option<u32>,
     /// Calls of one provider that may run at once (default: a quarter of
     /// --concurrency); a call that finds none of its turns free within
-    /// 250 ms is refused as busy and its object comes back in about a
+    /// 250 ms (or finds them all held longer than that) is refused as busy
+    /// and its object comes back in about a
     /// second, so that one provider's calls running to their deadline hold
     /// at most that many of a controller's workers.
     #[arg(long, value_name = "N",

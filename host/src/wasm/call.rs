@@ -9,7 +9,7 @@
 //! it (calls are idempotent by contract, so an abandoned one is safe).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tracing::Instrument as _;
@@ -46,7 +46,7 @@ pub(crate) struct Host<'a> {
     /// slot; `None`: as long as it takes (loading). A call that waits longer
     /// is refused as [`CallError::Busy`], so that whoever made it (a
     /// controller's worker) is free for other providers' objects.
-    pub(crate) patience: Option<std::time::Duration>,
+    pub(crate) patience: Option<Duration>,
     /// Becomes true when the runtime stops.
     pub(crate) stopping: &'a tokio::sync::watch::Sender<bool>,
     pub(crate) metrics: Option<&'a Metrics>,
@@ -234,7 +234,8 @@ async fn bounded<R>(
 }
 
 /// The provider's turn and an instance slot: at once if both are free (no
-/// timer for most calls), else within the host's patience.
+/// timer for most calls), else within the host's patience; refused at once
+/// when every turn is held by a call already running past the patience.
 async fn start<'s, 'h>(
     host: &Host<'h>,
     callee: &Callee<'_>,
@@ -246,6 +247,16 @@ async fn start<'s, 'h>(
     {
         return Ok((turn, slot));
     }
+    let busy = |waited| CallError::Busy {
+        provider: callee.name.to_string(),
+        export,
+        waited,
+    };
+    if let Some(patience) = host.patience
+        && share.held_past(patience)
+    {
+        return Err(busy(Duration::ZERO));
+    }
     let _waiting = Held::new(&share.waiting);
     let wait = async {
         let turn = share.turn().await?;
@@ -254,15 +265,9 @@ async fn start<'s, 'h>(
     };
     let started = match host.patience {
         None => wait.await,
-        Some(patience) => {
-            tokio::time::timeout(patience, wait)
-                .await
-                .map_err(|_| CallError::Busy {
-                    provider: callee.name.to_string(),
-                    export,
-                    waited: patience,
-                })?
-        }
+        Some(patience) => tokio::time::timeout(patience, wait)
+            .await
+            .map_err(|_| busy(patience))?,
     };
     started.ok_or_else(shutting_down)
 }

@@ -154,7 +154,7 @@ pub enum CallError {
     /// No turn of the provider (or no instance slot) came free within the
     /// runtime's patience: the call did not start, and may be made again.
     #[error(
-        "provider {provider:?} is busy: {export} found none of its turns free within {waited:?}"
+        "provider {provider:?} is busy: {export} found none of its turns free (waited {waited:?})"
     )]
     Busy {
         /// The provider.

@@ -3,8 +3,9 @@
 //! starve the others:
 //!
 //! - **concurrency**: at most `per_provider` of its calls run at once; the
-//!   rest wait their turn, so one provider's backlog never holds every
-//!   instance slot;
+//!   rest wait their turn (within the runtime's patience, and not at all
+//!   when every turn has been held longer than that), so one provider's
+//!   backlog never holds every instance slot;
 //! - **CPU**: at each epoch tick (10 ms) a call reaches, what it computed
 //!   since the last one (its time less what it spent in host calls, such as
 //!   waiting for an HTTP response) is taken from its provider's bucket,
@@ -18,6 +19,7 @@
 //!   and its ProviderModule says so. A new version starts unthrottled.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -79,6 +81,10 @@ pub(crate) struct Share {
     throttle: Mutex<Throttle>,
     /// Its calls waiting for a turn or an instance slot.
     pub(crate) waiting: Gauge,
+    /// When the share began, and the last turn taken since then (µs): with
+    /// every turn held, how long the youngest of their calls has run.
+    began: Instant,
+    last_turn: AtomicU64,
 }
 
 /// Seconds of computing a provider may still spend, as of `at`.
@@ -125,6 +131,8 @@ impl Fairness {
                         .as_ref()
                         .map(|m| m.waiting_gauge(name))
                         .unwrap_or_default(),
+                    began: Instant::now(),
+                    last_turn: AtomicU64::new(0),
                 })
             })
             .clone()
@@ -166,12 +174,29 @@ impl Share {
 
     /// One of the provider's turns, if one is free now.
     pub(crate) fn try_turn(&self) -> Option<SemaphorePermit<'_>> {
-        self.permits.try_acquire().ok()
+        let turn = self.permits.try_acquire().ok()?;
+        self.stamp();
+        Some(turn)
     }
 
     /// Waits for one of the provider's turns.
     pub(crate) async fn turn(&self) -> Option<SemaphorePermit<'_>> {
-        self.permits.acquire().await.ok()
+        let turn = self.permits.acquire().await.ok()?;
+        self.stamp();
+        Some(turn)
+    }
+
+    /// Whether, every turn being held, each has been held longer than
+    /// `patience`: calls that long are unlikely to end within it (a turn
+    /// that ended was taken again, and that stamped it).
+    pub(crate) fn held_past(&self, patience: Duration) -> bool {
+        let last = Duration::from_micros(self.last_turn.load(Ordering::Relaxed));
+        self.began.elapsed().saturating_sub(last) > patience
+    }
+
+    fn stamp(&self) {
+        let now = u64::try_from(self.began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_turn.fetch_max(now, Ordering::Relaxed);
     }
 
     /// Records how a call of `digest` ended; whether a throttle began.
@@ -286,6 +311,21 @@ mod tests {
         assert_eq!(throttle.until, Some(later + FIRST_THROTTLE * 2));
         assert!(!throttle.record("v1", Ended::Answered, later));
         assert_eq!((throttle.deadlines, throttle.until), (0, None));
+    }
+
+    #[tokio::test]
+    async fn turns_are_held_past_the_patience_only_once_the_last_taken_is_that_old() {
+        let patience = Duration::from_millis(20);
+        let share = Fairness::new(2, 0.5, None).share(&Arc::from("p"));
+        let first = share.try_turn();
+        tokio::time::sleep(patience * 2).await;
+        assert!(share.held_past(patience), "one turn, taken long ago");
+        let second = share.try_turn();
+        assert!(first.is_some() && second.is_some());
+        assert!(!share.held_past(patience), "the second was just taken");
+        assert!(share.try_turn().is_none());
+        tokio::time::sleep(patience * 2).await;
+        assert!(share.held_past(patience));
     }
 
     #[test]
