@@ -308,6 +308,16 @@ mod infinite_loop {
         .await;
     }
 
+    /// The looping guest as [`HOSTILE`] with one turn and `patience`.
+    async fn one_turn(patience: Duration) -> (Runtime, Metrics) {
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 1,
+            patience,
+            ..settings(None)
+        };
+        runtime_with_settings(COVERS, settings).await
+    }
+
     /// One turn, three looping calls, a patience shorter than the deadline:
     /// one runs to its deadline, the two behind it are refused as busy when
     /// their patience ends (not at their turn), and the other provider is
@@ -315,12 +325,7 @@ mod infinite_loop {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_finding_no_turn_within_the_patience_are_refused_as_busy() {
         let patience = limits().deadline / 3;
-        let settings = RuntimeSettings {
-            max_calls_per_provider: 1,
-            patience,
-            ..settings(None)
-        };
-        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
+        let (runtime, metrics) = one_turn(patience).await;
         let request = requests::generate("{}");
         let (results, served) = while_serving_others(&runtime, async {
             let calls = (0..3).map(|_| async {
@@ -356,12 +361,7 @@ mod infinite_loop {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_behind_turns_held_past_the_patience_is_refused_at_once() {
         let patience = limits().deadline / 4;
-        let settings = RuntimeSettings {
-            max_calls_per_provider: 1,
-            patience,
-            ..settings(None)
-        };
-        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
+        let (runtime, metrics) = one_turn(patience).await;
         let request = requests::generate("{}");
         let holder = runtime.generate(HOSTILE, &request);
         let late = async {

@@ -199,6 +199,55 @@ pub struct WorkersStatus {
     /// Sum of `status.upToDateReplicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up_to_date_replicas: Option<i32>,
+    /// The pools' `status.versions`, aggregated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 32), extend("x-kubernetes-list-type" = "atomic"))]
+    pub versions: Vec<StatusVersion>,
+}
+
+/// How many replicas run a Kubernetes version.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusVersion {
+    /// The Kubernetes version, as a Node's kubelet reports it.
+    #[schemars(length(min = 1, max = 256))]
+    pub version: String,
+    /// Replicas at this version.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 1))]
+    pub replicas: i32,
+}
+
+// serde's skip_serializing_if passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+impl StatusVersion {
+    /// `versions` summed by version, lowest version first (upstream's
+    /// order: by semantic version, then as text, then as first seen; what
+    /// does not parse after all that does); empty versions are skipped.
+    pub fn aggregate(versions: impl IntoIterator<Item = StatusVersion>) -> Vec<StatusVersion> {
+        let mut summed: Vec<StatusVersion> = Vec::new();
+        for v in versions.into_iter().filter(|v| !v.version.is_empty()) {
+            match summed.iter_mut().find(|s| s.version == v.version) {
+                Some(s) => s.replicas = s.replicas.saturating_add(v.replicas),
+                None => summed.push(v),
+            }
+        }
+        // Stable: equal keys keep the order they were first seen in.
+        summed.sort_by(|a, b| {
+            let parse = |v: &str| semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).ok();
+            match (parse(&a.version), parse(&b.version)) {
+                (Some(x), Some(y)) => x.cmp(&y).then_with(|| a.version.cmp(&b.version)),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => a.version.cmp(&b.version),
+            }
+        });
+        summed
+    }
 }
 
 /// v1beta1 fields of the Cluster status.
@@ -283,5 +332,41 @@ impl Cluster {
             .and_then(|s| s.initialization.as_ref())
             .and_then(|i| i.infrastructure_provisioned)
             == Some(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(version: &str, replicas: i32) -> StatusVersion {
+        StatusVersion {
+            version: version.to_owned(),
+            replicas,
+        }
+    }
+
+    #[test]
+    fn versions_are_summed_lowest_first_and_what_does_not_parse_last() {
+        let summed = StatusVersion::aggregate([
+            at("v1.31.2", 1),
+            at("weird", 1),
+            at("v1.30.4", 2),
+            at("", 4),
+            at("v1.31.2", 1),
+            at("v1.31.2-rc.0", 1),
+            at("v1.9.0", 1),
+        ]);
+        assert_eq!(
+            summed,
+            [
+                at("v1.9.0", 1),
+                at("v1.30.4", 2),
+                at("v1.31.2-rc.0", 1),
+                at("v1.31.2", 2),
+                at("weird", 1),
+            ]
+        );
+        assert!(StatusVersion::aggregate([]).is_empty());
     }
 }

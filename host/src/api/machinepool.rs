@@ -11,7 +11,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{FailureFields, V1Beta1Condition};
+use super::cluster::{FailureFields, StatusVersion, V1Beta1Condition};
 use super::refs::ContractVersionedObjectReference;
 
 /// The finalizer of the MachinePool controller (upstream's name).
@@ -245,6 +245,11 @@ pub struct MachinePoolStatus {
     /// Machines built from the current template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up_to_date_replicas: Option<i32>,
+
+    /// The kubelet versions of the pool's Nodes, with how many run each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 100), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["version"]))]
+    pub versions: Vec<StatusVersion>,
 
     /// `Pending`, `Provisioning`, `Provisioned`, `Running`, `ScalingUp`, `ScalingDown`, `Scaling`, `Deleting`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,7 @@
 use kube::ResourceExt as _;
 
 use super::phase::{self, Observed};
-use crate::api::cluster::WorkersStatus;
+use crate::api::cluster::{StatusVersion, WorkersStatus};
 use crate::api::conditions::{self, Desired};
 use crate::api::{Cluster, ConditionType, MachinePool, Reason};
 use crate::controllers::reconciler::Scope;
@@ -131,6 +131,9 @@ fn workers_conditions(pools: &[std::sync::Arc<MachinePool>]) -> [Desired; 3] {
     ]
 }
 
+/// Versions a Cluster's `status.workers` lists (its schema's bound).
+const MAX_WORKER_VERSIONS: usize = 32;
+
 /// The replica counts of the Cluster's MachinePools, summed; none without pools.
 fn workers(pools: &[std::sync::Arc<MachinePool>]) -> Option<WorkersStatus> {
     if pools.is_empty() {
@@ -144,6 +147,15 @@ fn workers(pools: &[std::sync::Arc<MachinePool>]) -> Option<WorkersStatus> {
         ready_replicas: sum(&|p| p.status.as_ref()?.ready_replicas),
         available_replicas: sum(&|p| p.status.as_ref()?.available_replicas),
         up_to_date_replicas: sum(&|p| p.status.as_ref()?.up_to_date_replicas),
+        versions: StatusVersion::aggregate(
+            pools
+                .iter()
+                .filter_map(|p| p.status.as_ref())
+                .flat_map(|s| s.versions.iter().cloned()),
+        )
+        .into_iter()
+        .take(MAX_WORKER_VERSIONS)
+        .collect(),
     })
 }
 
@@ -162,8 +174,15 @@ mod tests {
         let status = a.status.get_or_insert_default();
         status.replicas = Some(3);
         status.ready_replicas = Some(2);
-        let b = MachinePoolBuilder::new("ns", "b", "c").replicas(2).build();
+        let at = |version: &str, replicas| StatusVersion {
+            version: version.to_owned(),
+            replicas,
+        };
+        status.versions = vec![at("v1.30.4", 1), at("v1.31.2", 2)];
+        let mut b = MachinePoolBuilder::new("ns", "b", "c").replicas(2).build();
+        b.status.get_or_insert_default().versions = vec![at("v1.31.2", 1)];
         let summed = workers(&[std::sync::Arc::new(a), std::sync::Arc::new(b)]).unwrap();
+        assert_eq!(summed.versions, [at("v1.30.4", 1), at("v1.31.2", 3)]);
         assert_eq!(summed.desired_replicas, Some(5));
         assert_eq!(summed.replicas, Some(3));
         assert_eq!(summed.ready_replicas, Some(2));

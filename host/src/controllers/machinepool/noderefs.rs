@@ -141,6 +141,7 @@ async fn record(scope: &mut Scope<MachinePool>, ctx: &Context, replicas: i32, ma
     v1beta1.unavailable_replicas = Some(replicas - available);
     scope.status.ready_replicas = Some(ready);
     scope.status.available_replicas = Some(available);
+    scope.status.versions = matched.versions;
     let all_ready = replicas == ready && i32::try_from(matched.refs.len()).ok() == Some(ready);
     if scope.status.node_refs != matched.refs {
         ctx.publish(

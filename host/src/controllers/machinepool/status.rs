@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use crate::api::cluster::StatusVersion;
 use crate::api::{NODE_UNINITIALIZED_TAINT, annotations};
 
 /// What matching a providerID list against Nodes found.
@@ -23,6 +24,9 @@ pub struct Matched {
     pub available: i32,
     /// When the next ready-but-not-yet-available Node becomes available.
     pub next_available_in: Option<Duration>,
+    /// The matched Nodes' kubelet versions, aggregated (those without one
+    /// left out, as upstream does).
+    pub versions: Vec<StatusVersion>,
 }
 
 /// Matches `provider_ids` (exact, case-sensitive; empty entries skipped)
@@ -34,11 +38,18 @@ pub fn match_nodes<N: Deref<Target = Node>>(
     now: Timestamp,
 ) -> Matched {
     let mut matched = Matched::default();
+    let mut versions = Vec::new();
     for id in provider_ids.iter().filter(|id| !id.is_empty()) {
         let Some(node) = lookup(id) else {
             continue;
         };
         matched.refs.push(node_ref(&node));
+        if let Some(info) = node.status.as_ref().and_then(|s| s.node_info.as_ref()) {
+            versions.push(StatusVersion {
+                version: info.kubelet_version.clone(),
+                replicas: 1,
+            });
+        }
         let Some(since) = ready_since(&node) else {
             continue;
         };
@@ -54,6 +65,7 @@ pub fn match_nodes<N: Deref<Target = Node>>(
                 Some(matched.next_available_in.map_or(wait, |w| w.min(wait)));
         }
     }
+    matched.versions = StatusVersion::aggregate(versions);
     matched
 }
 
@@ -160,7 +172,7 @@ pub fn node_patch(node: &Node, cluster: &str, namespace: &str, pool: &str) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint};
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn node(name: &str, provider_id: &str, ready: Option<(&str, i64)>) -> Node {
@@ -222,6 +234,38 @@ mod tests {
         assert_eq!(names, ["a", "b", "c", "d"]);
         assert_eq!((matched.ready, matched.available), (2, 2));
         assert_eq!(matched.refs[0].uid.as_deref(), Some("uid-a"));
+        assert!(matched.versions.is_empty(), "no Node reports a version");
+    }
+
+    #[test]
+    fn match_nodes_sums_the_kubelet_versions_of_the_matched_nodes() {
+        let mut nodes = [
+            node("a", "sim://r/a", Some(("True", 0))),
+            node("b", "sim://r/b", Some(("True", 0))),
+            node("c", "sim://r/c", None),
+            node("other", "sim://r/other", Some(("True", 0))),
+        ];
+        for (node, version) in nodes
+            .iter_mut()
+            .zip(["v1.31.2", "v1.30.4", "v1.31.2", "v1.29.0"])
+        {
+            node.status.get_or_insert_default().node_info = Some(NodeSystemInfo {
+                kubelet_version: version.to_owned(),
+                ..NodeSystemInfo::default()
+            });
+        }
+        let matched = match_nodes(
+            &ids(&["sim://r/a", "sim://r/b", "sim://r/c", "sim://r/gone"]),
+            by_provider_id(&nodes),
+            Duration::ZERO,
+            Timestamp::from_second(NOW).unwrap(),
+        );
+        let versions: Vec<_> = matched
+            .versions
+            .iter()
+            .map(|v| (v.version.as_str(), v.replicas))
+            .collect();
+        assert_eq!(versions, [("v1.30.4", 1), ("v1.31.2", 2)]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ContractVersions, ConversionError, flag, lost, put_data, refs, restore, take_data};
-use crate::api::cluster::FailureFields;
+use crate::api::cluster::{FailureFields, StatusVersion};
 use crate::api::machinepool::{
     Bootstrap, MachineDeletionSpec, MachinePool, MachinePoolDeprecatedStatus,
     MachinePoolInitializationStatus, MachinePoolSpec, MachinePoolStatus, MachinePoolV1Beta1Status,
@@ -55,6 +55,9 @@ struct StatusData {
     initialization: Option<MachinePoolInitializationStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deprecated: Option<MachinePoolDeprecatedStatus>,
+    /// v1beta1 has no `status.versions`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    versions: Vec<StatusVersion>,
 }
 
 fn is_default<T: Default + PartialEq>(data: &T) -> bool {
@@ -256,6 +259,7 @@ fn status_from_v1beta1(status: &v1beta1::MachinePoolStatus, kept: StatusData) ->
         ready_replicas: v1beta2.ready_replicas,
         available_replicas: v1beta2.available_replicas,
         up_to_date_replicas: v1beta2.up_to_date_replicas,
+        versions: kept.versions,
         phase: status.phase.clone(),
         observed_generation: status.observed_generation,
         deprecated: restore(
@@ -279,6 +283,7 @@ fn lost_status(status: &MachinePoolStatus) -> StatusData {
             status.deprecated.as_ref(),
             deprecated_from_v1beta1(&deprecated_to_v1beta1(status.deprecated.as_ref())).as_ref(),
         ),
+        versions: status.versions.clone(),
     }
 }
 

@@ -134,18 +134,43 @@ pub(super) fn counter() -> impl Strategy<Value = Option<i32>> {
     option::of(-2i32..9)
 }
 
+pub(super) fn status_versions() -> impl Strategy<Value = Vec<StatusVersion>> {
+    vec((name(), 1i32..9), 0..3).prop_map(|versions| {
+        versions
+            .into_iter()
+            .map(|(version, replicas)| StatusVersion { version, replicas })
+            .collect()
+    })
+}
+
 pub(super) fn workers() -> impl Strategy<Value = WorkersStatus> {
-    (counter(), counter(), counter(), counter(), counter()).prop_map(
-        |(desired_replicas, replicas, ready_replicas, available_replicas, up_to_date_replicas)| {
-            WorkersStatus {
+    (
+        counter(),
+        counter(),
+        counter(),
+        counter(),
+        counter(),
+        status_versions(),
+    )
+        .prop_map(
+            |(
                 desired_replicas,
                 replicas,
                 ready_replicas,
                 available_replicas,
                 up_to_date_replicas,
-            }
-        },
-    )
+                versions,
+            )| {
+                WorkersStatus {
+                    desired_replicas,
+                    replicas,
+                    ready_replicas,
+                    available_replicas,
+                    up_to_date_replicas,
+                    versions,
+                }
+            },
+        )
 }
 
 pub(super) fn cluster_network() -> impl Strategy<Value = ClusterNetwork> {
@@ -460,9 +485,19 @@ pub(super) fn machine_pool_status() -> BoxedStrategy<MachinePoolStatus> {
         option::of(name()),
         option::of(1i64..9),
         deprecated,
+        status_versions(),
     )
         .prop_map(
-            |(conditions, initialization, node_refs, counters, phase, generation, deprecated)| {
+            |(
+                conditions,
+                initialization,
+                node_refs,
+                counters,
+                phase,
+                generation,
+                deprecated,
+                versions,
+            )| {
                 MachinePoolStatus {
                     conditions,
                     initialization: initialization.map(|(bootstrap, infrastructure)| {
@@ -476,6 +511,7 @@ pub(super) fn machine_pool_status() -> BoxedStrategy<MachinePoolStatus> {
                     ready_replicas: counters.1,
                     available_replicas: counters.2,
                     up_to_date_replicas: counters.3,
+                    versions,
                     phase,
                     observed_generation: generation,
                     deprecated,

@@ -23,7 +23,7 @@ use super::*;
 use crate::api::cluster::{
     ClusterDeprecatedStatus, ClusterInitializationStatus, ClusterNetwork, ClusterSpec,
     ClusterStatus, ClusterV1Beta1Status, FailureDomain, FailureFields, NetworkRanges,
-    WorkersStatus,
+    StatusVersion, WorkersStatus,
 };
 use crate::api::machinepool::{
     Bootstrap, MachineDeletionSpec, MachinePoolDeprecatedStatus, MachinePoolInitializationStatus,
