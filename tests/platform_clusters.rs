@@ -358,20 +358,21 @@ async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
     platform.cluster("c", &v30, &[("md", 1)]).await;
     let pools = &platform.apis.pools;
     wait_for_pool(pools, "c-md", "Running", 1).await;
-    let kubelets = |cluster: PlatformCluster| -> Vec<String> {
-        let status = cluster.status.unwrap_or_default();
-        status
+    let kubelets = |status: &PlatformClusterStatus| -> Vec<String> {
+        let mut versions: Vec<String> = status
             .nodes
-            .into_iter()
-            .map(|n| n.kubelet_version)
-            .collect()
+            .iter()
+            .map(|n| n.kubelet_version.clone())
+            .collect();
+        versions.sort();
+        versions
     };
     let ready = platform
         .wait("c", "Ready on one v1.30.4 node", |s| {
             s.phase.as_deref() == Some("Ready") && s.nodes.len() == 1
         })
         .await;
-    assert_eq!(kubelets(ready), ["v1.30.4"]);
+    assert_eq!(kubelets(&ready.status.unwrap_or_default()), ["v1.30.4"]);
 
     // One minor up and one more node: the simulated cloud boots the new
     // machine on v1.31.2 and, like a pool without a rollout, keeps the old one.
@@ -386,15 +387,13 @@ async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
             s.phase.as_deref() == Some("Upgrading")
         })
         .await;
-    let status = upgrading.clone().status.unwrap_or_default();
+    let status = upgrading.status.unwrap_or_default();
     assert_eq!(
         status.message.as_deref(),
         Some("nodes run v1.30.4, v1.31.2"),
         "{status:?}"
     );
-    let mut versions = kubelets(upgrading);
-    versions.sort();
-    assert_eq!(versions, ["v1.30.4", "v1.31.2"]);
+    assert_eq!(kubelets(&status), ["v1.30.4", "v1.31.2"]);
 }
 
 #[tokio::test]

@@ -218,6 +218,12 @@ pub struct StatusVersion {
     pub replicas: i32,
 }
 
+/// A Kubernetes version: `v1.31.2` or, as Cluster API allows, `1.31.2`,
+/// with what semantic versioning lets follow (`-rc.0`, `+k3s1`).
+pub fn parse_version(text: &str) -> Option<semver::Version> {
+    semver::Version::parse(text.strip_prefix('v').unwrap_or(text)).ok()
+}
+
 // serde's skip_serializing_if passes a reference.
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(n: &i32) -> bool {
@@ -237,15 +243,14 @@ impl StatusVersion {
             }
         }
         // Stable: equal keys keep the order they were first seen in.
-        summed.sort_by(|a, b| {
-            let parse = |v: &str| semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).ok();
-            match (parse(&a.version), parse(&b.version)) {
+        summed.sort_by(
+            |a, b| match (parse_version(&a.version), parse_version(&b.version)) {
                 (Some(x), Some(y)) => x.cmp(&y).then_with(|| a.version.cmp(&b.version)),
                 (Some(_), None) => std::cmp::Ordering::Less,
                 (None, Some(_)) => std::cmp::Ordering::Greater,
                 (None, None) => a.version.cmp(&b.version),
-            }
-        });
+            },
+        );
         summed
     }
 }

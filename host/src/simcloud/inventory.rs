@@ -384,19 +384,9 @@ fn check_create(request: &CreateInstance) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// `v1.31.2` or, as Cluster API allows, `1.31.2`, and what may follow it
-/// (`v1.31.2-rc.0`): it is shown on Nodes.
+/// A Kubernetes version short enough to show on a Node.
 fn is_version(version: &str) -> bool {
-    let rest = version.strip_prefix('v').unwrap_or(version);
-    let core = rest.split(['-', '+']).next().unwrap_or_default();
-    version.len() <= MAX_NAME
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.+".contains(&b))
-        && core.split('.').count() == 3
-        && core
-            .split('.')
-            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    version.len() <= MAX_NAME && crate::api::cluster::parse_version(version).is_some()
 }
 
 /// A DNS label: it goes into providerIDs and paths as is.
