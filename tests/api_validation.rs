@@ -263,3 +263,48 @@ async fn provider_module_request_auth_must_name_an_allowed_host_one_scheme_and_a
         "nothing was stored"
     );
 }
+
+/// A namespace rule the API server cannot read as one is refused when it is
+/// written, naming what is wrong; so is a providerID prefix with no scheme.
+#[tokio::test]
+async fn provider_module_namespace_rule_and_provider_id_prefix_must_be_well_formed() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let api: Api<DynamicObject> = Api::all_with(client, &ApiResource::erase::<ProviderModule>(&()));
+    let module = ProviderModuleBuilder::file("rules", World::Infrastructure, "/x.wasm").build();
+    let expression = |operator: &str, values: serde_json::Value| json!({ "selector": { "matchExpressions": [{ "key": "tier", "operator": operator, "values": values }] } });
+    let cases = [
+        (
+            "allowedNamespaces",
+            json!({ "list": ["Not_A_Namespace"] }),
+            "spec.allowedNamespaces.list[0]",
+        ),
+        (
+            "allowedNamespaces",
+            expression("Equals", json!(["gold"])),
+            "supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\"",
+        ),
+        (
+            "allowedNamespaces",
+            expression("In", json!([])),
+            "In and NotIn take values, Exists and DoesNotExist take none",
+        ),
+        (
+            "allowedNamespaces",
+            expression("Exists", json!(["gold"])),
+            "In and NotIn take values, Exists and DoesNotExist take none",
+        ),
+        (
+            "capabilities",
+            json!({ "providerIDPrefix": "i-0abc" }),
+            "spec.capabilities.providerIDPrefix",
+        ),
+    ];
+    for (field, value, refusal) in cases {
+        let mut object = serde_json::to_value(&module).unwrap();
+        object["spec"][field] = value.clone();
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        let message = rejection(api.create(&PostParams::default(), &object).await);
+        assert!(message.contains(refusal), "{value}: {message}");
+    }
+}

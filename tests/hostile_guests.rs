@@ -718,9 +718,11 @@ mod credential_dump {
         }
     }
 
+    /// A bearer rule for `host`, over plain HTTP (the recorders' loopback).
     fn bearer(host: &str) -> HostAuth {
         HostAuth {
             host: host.into(),
+            plain_http: true,
             scheme: Scheme::Bearer {
                 token: "token".into(),
             },
@@ -794,6 +796,52 @@ mod credential_dump {
         }
     }
 
+    /// The rule names a scheme, a host and a port: its token goes there
+    /// and nowhere else, not to another port of the host nor over plain
+    /// HTTP to a rule for HTTPS; those requests are refused unsent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ruled_token_never_reaches_another_port_or_plain_http() {
+        let (ruled, seen_ruled) = recorder().await;
+        let (other_port, seen_other) = recorder().await;
+        // Every port of loopback may be reached; the token is for one.
+        let any_port = ["127.0.0.1"];
+        let refused = |error: &CallError| terminal(error).0 == "HttpRequestDenied";
+
+        let to_other_port = [(format!("http://{other_port}/"), "")];
+        let caps = capabilities(&any_port, vec![bearer(&ruled)], false);
+        let error = dump(caps.clone(), &to_other_port, &SECRETS).await;
+        assert!(refused(&error), "{error}");
+        assert!(
+            seen_other.lock().unwrap().is_empty(),
+            "nothing reached another port"
+        );
+
+        let https_only = HostAuth {
+            plain_http: false,
+            ..bearer(&ruled)
+        };
+        let to_ruled = [(format!("http://{ruled}/"), "")];
+        let error = dump(
+            capabilities(&any_port, vec![https_only], false),
+            &to_ruled,
+            &SECRETS,
+        )
+        .await;
+        assert!(refused(&error), "{error}");
+        assert!(
+            seen_ruled.lock().unwrap().is_empty(),
+            "nothing went over plain HTTP"
+        );
+
+        // The rule's own scheme, host and port: authenticated. A host
+        // without a rule is reached unauthenticated, as before.
+        let error = dump(caps, &to_ruled, &SECRETS).await;
+        assert_eq!(terminal(&error).0, "AllAnswered", "{error}");
+        let ruled = seen_ruled.lock().unwrap().clone();
+        assert_eq!(ruled.len(), 1, "{ruled:?}");
+        assert_eq!(ruled[0].0.as_deref(), Some("Bearer s3cret-token"));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn exposing_credentials_to_the_guest_is_opt_in_and_hands_it_every_key() {
         let (plain, seen) = recorder().await;
@@ -825,6 +873,7 @@ mod credential_dump {
         let moto = Moto::start().await.expect("moto (tests/moto/install.sh)");
         let sigv4 = HostAuth {
             host: moto.authority.clone(),
+            plain_http: true,
             scheme: Scheme::AwsSigV4 {
                 service: "ec2".into(),
                 region: "us-east-1".into(),

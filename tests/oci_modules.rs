@@ -519,15 +519,17 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
         &[("cosign.pub", &team.public_pem)],
     )
     .await;
+    // Keys, like credentials, are read only from the credentials namespace.
+    let keys = format!("{}-keys", install.ns);
     let config_map = ConfigMap {
         metadata: ObjectMeta {
-            name: Some("keys".into()),
+            name: Some(keys.clone()),
             ..ObjectMeta::default()
         },
         data: Some([("release.pub".to_owned(), release.public_pem.clone())].into()),
         ..ConfigMap::default()
     };
-    Api::<ConfigMap>::namespaced(install.client.clone(), &install.ns)
+    Api::<ConfigMap>::namespaced(install.client.clone(), testenv::CREDENTIALS_NAMESPACE)
         .create(&PostParams::default(), &config_map)
         .await
         .expect("the keys ConfigMap");
@@ -554,8 +556,8 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
             },
             PublicKeySource {
                 config_map: Some(KeySelector {
-                    namespace: install.ns.clone(),
-                    name: "keys".into(),
+                    namespace: testenv::CREDENTIALS_NAMESPACE.into(),
+                    name: keys.clone(),
                     key: Some("release.pub".into()),
                 }),
                 ..PublicKeySource::default()
@@ -573,7 +575,13 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
     .await;
     assert_eq!(
         served.status.and_then(|s| s.signed_by).as_deref(),
-        Some(format!("ConfigMap {}/keys[release.pub]", install.ns).as_str())
+        Some(
+            format!(
+                "ConfigMap {}/{keys}[release.pub]",
+                testenv::CREDENTIALS_NAMESPACE
+            )
+            .as_str()
+        )
     );
 
     a_changed_key_is_seen_at_once(&install, &module, &v1, &team).await;
@@ -694,9 +702,9 @@ async fn a_changed_key_is_seen_at_once(
             && ready(m).is_some_and(|(status, _, _)| status == "True")
     })
     .await;
-    Api::<ConfigMap>::namespaced(install.client.clone(), &install.ns)
+    Api::<ConfigMap>::namespaced(install.client.clone(), testenv::CREDENTIALS_NAMESPACE)
         .patch(
-            "keys",
+            &format!("{}-keys", install.ns),
             &PatchParams::default(),
             &Patch::Merge(json!({"data": {"release.pub": other.public_pem}})),
         )

@@ -13,6 +13,7 @@ use capwasm::api::platform::{
     ClusterTemplateSpec, NodeGroup, PlatformClusterSpec, PlatformClusterStatus,
 };
 use capwasm::api::providermodule::World;
+use capwasm::api::tenancy::AllowedNamespaces;
 use capwasm::api::{ClusterTemplate, PlatformCluster, ProviderModule};
 use capwasm::testing::objects::ProviderModuleBuilder;
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, SIM_PLATFORM_KINDS, guest_path};
@@ -134,6 +135,7 @@ impl Platform {
             ClusterTemplateSpec {
                 provider: self.module.clone(),
                 values: Some(values),
+                allowed_namespaces: Some(AllowedNamespaces::named(&[&self.ns])),
                 ..ClusterTemplateSpec::default()
             },
         );
@@ -955,4 +957,265 @@ async fn a_paused_cluster_is_left_alone_until_unpaused_and_bounds_become_annotat
         (bound("min"), bound("max")),
         (Some("1".into()), Some("3".into()))
     );
+}
+
+/// The creation record (`platform.capwasm.dev/created-for`) of `meta`.
+fn created_for(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get("platform.capwasm.dev/created-for"))
+        .cloned()
+}
+
+/// A team's own Cluster, pool and Secret, named as a platform cluster's
+/// would be, are never adopted, changed or deleted: the platform cluster
+/// says whose they are and applies nothing, and its deletion leaves them.
+#[tokio::test]
+async fn a_team_s_objects_of_the_same_names_survive_a_platform_cluster_and_its_deletion() {
+    let platform = Platform::new("pc-team").await;
+    let apis = &platform.apis;
+    // The team's: a paused Cluster "c" and its pool "c-md" (no controller
+    // changes them while paused), and a Secret "c-encryption".
+    let mut team_cluster =
+        capwasm::testing::objects::ClusterBuilder::new(&platform.ns, "c").build();
+    team_cluster.spec.paused = Some(true);
+    create(&platform.client, &team_cluster).await.unwrap();
+    let team_pool = capwasm::testing::objects::MachinePoolBuilder::new(&platform.ns, "c-md", "c")
+        .replicas(1)
+        .build();
+    create(&platform.client, &team_pool).await.unwrap();
+    let mut team_secret = Secret::default();
+    team_secret.metadata.name = Some("c-encryption".into());
+    team_secret.metadata.namespace = Some(platform.ns.clone());
+    team_secret.string_data = Some([("key".to_owned(), "the team's own key".to_owned())].into());
+    create(&platform.client, &team_secret).await.unwrap();
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
+    let secret_before = secrets.get("c-encryption").await.unwrap();
+
+    let template = platform
+        .template("v31", "v1.31.2", json!({"encryptionKey": true}))
+        .await;
+    platform.cluster("c", &template, &[("md", 1)]).await;
+    let message = platform.condition("c", "Composed", "ObjectNotOwned").await;
+    assert!(
+        message.contains(
+            "Cluster.cluster.x-k8s.io \"c\" exists and was not created for this platform cluster"
+        ) && message.contains("capwasm did not create it"),
+        "{message}"
+    );
+    let event = wait_for_event(&platform.client, &platform.ns, "c", "ObjectNotOwned").await;
+    assert!(event.contains("nothing was applied"), "{event}");
+    // A few more refused reconciles (it backs off), then: nothing written.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(
+        apis.infra_clusters.get_opt("c").await.unwrap().is_none(),
+        "nothing applied"
+    );
+    assert!(
+        apis.configs.get_opt("c-md").await.unwrap().is_none(),
+        "nothing applied"
+    );
+    for meta in [
+        apis.clusters.get("c").await.unwrap().metadata,
+        apis.pools.get("c-md").await.unwrap().metadata,
+    ] {
+        assert_eq!(created_for(&meta), None, "{meta:?}");
+        assert!(
+            !meta
+                .labels
+                .unwrap_or_default()
+                .contains_key("platform.capwasm.dev/cluster")
+        );
+        assert!(
+            !meta
+                .owner_references
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.kind == "PlatformCluster"),
+            "not adopted"
+        );
+    }
+    let secret_after = secrets.get("c-encryption").await.unwrap();
+    assert_eq!(
+        secret_after.metadata.resource_version, secret_before.metadata.resource_version,
+        "the team's Secret is exactly as it was"
+    );
+
+    platform
+        .clusters
+        .delete("c", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        &platform.clusters,
+        "c",
+        "the platform cluster is gone",
+        |c| c.is_none(),
+    )
+    .await;
+    assert!(
+        apis.clusters.get_opt("c").await.unwrap().is_some(),
+        "the team's Cluster stays"
+    );
+    assert!(
+        apis.pools.get_opt("c-md").await.unwrap().is_some(),
+        "the team's pool stays"
+    );
+    let kept = secrets.get("c-encryption").await.unwrap();
+    assert_eq!(
+        kept.metadata.resource_version,
+        secret_before.metadata.resource_version
+    );
+}
+
+/// Two platform clusters whose objects' names collide (`a` with group
+/// `b-c`, `a-b` with group `c`: both render pool `a-b-c`): the object stays
+/// with the cluster it was created for, the other applies nothing, and
+/// both say so; nothing flips between them.
+#[tokio::test]
+async fn colliding_platform_clusters_both_report_it_and_nothing_flips() {
+    let platform = Platform::new("pc-collide").await;
+    let template = platform.template("v31", "v1.31.2", json!({})).await;
+    platform.cluster("a", &template, &[("b-c", 1)]).await;
+    platform.ready("a").await;
+    let pools = &platform.apis.pools;
+    let pool = pools.get("a-b-c").await.unwrap();
+    assert_eq!(created_for(&pool.metadata).as_deref(), Some("a"));
+
+    platform.cluster("a-b", &template, &[("c", 1)]).await;
+    let message = platform
+        .condition("a-b", "Composed", "ObjectNotOwned")
+        .await;
+    assert!(
+        message.contains("MachinePool.cluster.x-k8s.io \"a-b-c\" exists")
+            && message.contains("created for platform cluster \"a\""),
+        "{message}"
+    );
+    let contested = wait_for_event(&platform.client, &platform.ns, "a", "ObjectContested").await;
+    assert!(
+        contested.contains(
+            "platform cluster \"a-b\" renders MachinePool.cluster.x-k8s.io \"a-b-c\" too"
+        ),
+        "{contested}"
+    );
+    // Several of a-b's reconciles later (it backs off): the pool is a's,
+    // as it was, and a-b applied nothing at all.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let after = pools.get("a-b-c").await.unwrap();
+    assert_eq!(created_for(&after.metadata).as_deref(), Some("a"));
+    let owners: Vec<String> = after
+        .owner_references()
+        .iter()
+        .map(|o| o.name.clone())
+        .collect();
+    assert_eq!(owners, ["a"], "only a owns it");
+    assert_eq!(after.labels()["platform.capwasm.dev/cluster"], "a");
+    assert!(
+        platform
+            .apis
+            .clusters
+            .get_opt("a-b")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let a = platform.clusters.get("a").await.unwrap();
+    assert_eq!(a.status.unwrap().phase.as_deref(), Some("Ready"));
+    let failing = platform.clusters.get("a-b").await.unwrap();
+    let status = failing.status.unwrap_or_default();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Composed" && c.reason == "ObjectNotOwned"),
+        "{status:?}"
+    );
+}
+
+/// A platform component that echoes what it observes (sim-platform with
+/// `echoObserved`: every observed Secret into a ConfigMap and into a
+/// condition) shows the Secrets of its cluster, never their data: not the
+/// generated key, and not a kubeconfig someone labelled for the cluster.
+#[tokio::test]
+async fn a_provider_echoing_what_it_observes_never_shows_key_bytes_or_a_kubeconfig() {
+    let mut kinds = KINDS.to_vec();
+    kinds.push(("", "ConfigMap"));
+    let platform = Platform::with("pc-echo", "sim_platform.wasm", &kinds).await;
+    let template = platform
+        .template(
+            "v31",
+            "v1.31.2",
+            json!({"encryptionKey": true, "echoObserved": true}),
+        )
+        .await;
+    platform.cluster("c", &template, &[("md", 1)]).await;
+    // The kubeconfig, labelled for the platform cluster by someone: still
+    // not the cluster's to read, since the host did not create it.
+    let label = json!({"metadata": {"labels": {"platform.capwasm.dev/cluster": "c"}}});
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
+    secrets
+        .patch("c-kubeconfig", &PatchParams::default(), &merge(label))
+        .await
+        .unwrap();
+    platform.ready("c").await;
+    let key = secrets.get("c-encryption").await.unwrap().data.unwrap()["key"]
+        .0
+        .clone();
+    let key = String::from_utf8(key).unwrap();
+    let kubeconfig = secrets.get("c-kubeconfig").await.unwrap().data.unwrap()["value"]
+        .0
+        .clone();
+    let kubeconfig = String::from_utf8_lossy(&kubeconfig).into_owned();
+    // A line of the kubeconfig that only it has: its client key data.
+    let credential = kubeconfig
+        .lines()
+        .find(|l| l.contains("client-key-data") || l.contains("token"))
+        .map(|l| l.rsplit(':').next().unwrap_or_default().trim().to_owned())
+        .unwrap();
+    assert!(credential.len() > 20, "{credential}");
+
+    let configs = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        platform.client.clone(),
+        &platform.ns,
+    );
+    let echo = wait_for(
+        &configs,
+        "c-echo",
+        "the echo ConfigMap shows the key's Secret",
+        |c| {
+            c.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("observed"))
+                .is_some_and(|o| o.contains("c-encryption"))
+        },
+    )
+    .await
+    .unwrap();
+    let echoed = echo.data.unwrap()["observed"].clone();
+    let cluster = platform
+        .wait("c", "the echo condition shows the key's Secret", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Echo" && c.message.contains("c-encryption"))
+        })
+        .await;
+    let status = serde_json::to_string(&cluster.status).unwrap();
+    let annotations = serde_json::to_string(&echo.metadata.annotations).unwrap();
+    for (place, text) in [
+        ("ConfigMap", &echoed),
+        ("status", &status),
+        ("annotations", &annotations),
+    ] {
+        assert!(
+            !text.contains(&key),
+            "the key's bytes in the {place}: {text}"
+        );
+        assert!(
+            !text.contains(&credential),
+            "the kubeconfig in the {place}: {text}"
+        );
+        assert!(
+            !text.contains("c-kubeconfig"),
+            "the kubeconfig Secret in the {place}: {text}"
+        );
+    }
 }

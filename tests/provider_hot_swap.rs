@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
+use testenv::CREDENTIALS_NAMESPACE;
 use testenv::flows::{Scenario, condition, scale, wait_for, wait_for_module, wait_for_pool};
 use testenv::{Stack, TestEnv};
 
@@ -197,11 +198,14 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
         .create_namespace("configmap")
         .await
         .unwrap();
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // Code is read, unpinned, only from the namespace credentials are read from.
+    testenv::flows::credentials_namespace(&client).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), CREDENTIALS_NAMESPACE);
+    let source = format!("{ns}-sim");
     let bytes = |file: &str| ByteString(std::fs::read(guest_path(file)).unwrap());
     let config_map = |data: ByteString| ConfigMap {
         metadata: ObjectMeta {
-            name: Some("sim".into()),
+            name: Some(source.clone()),
             ..ObjectMeta::default()
         },
         binary_data: Some(BTreeMap::from([("component.wasm".to_owned(), data)])),
@@ -216,13 +220,19 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
         .unwrap();
     let name = format!("{ns}-sim");
     let module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")
-        .config_map(&ns, "sim", "component.wasm")
+        .config_map(CREDENTIALS_NAMESPACE, &source, "component.wasm")
         .build();
     let modules: Api<ProviderModule> = Api::all(client.clone());
     modules
         .create(&PostParams::default(), &module)
         .await
         .unwrap();
+    a_config_map_of_another_namespace_is_read_only_pinned(
+        &modules,
+        &ns,
+        &bytes("sim_infrastructure.wasm"),
+    )
+    .await;
     let (v1, v2) = (
         digest_of("sim_infrastructure.wasm"),
         digest_of("sim_infrastructure_v2.wasm"),
@@ -233,7 +243,7 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
         |data: ByteString| Patch::Merge(json!({ "binaryData": { "component.wasm": data } }));
     config_maps
         .patch(
-            "sim",
+            &source,
             &PatchParams::default(),
             &replace(bytes("sim_infrastructure_v2.wasm")),
         )
@@ -247,7 +257,7 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
 
     config_maps
         .patch(
-            "sim",
+            &source,
             &PatchParams::default(),
             &replace(ByteString(b"not a component".to_vec())),
         )
@@ -271,6 +281,55 @@ async fn a_module_from_a_config_map_reloads_when_it_changes_and_keeps_working_co
     assert!(failed.message.unwrap().contains("stays in service"));
     let in_service = stack.context.runtime.registry().get(&name).unwrap();
     assert_eq!(in_service.digest, v2);
+}
+
+/// A component ConfigMap in a namespace other than the credentials one
+/// (`ns`, the test's own, where a tenant may write): refused unpinned,
+/// naming the rule; read once `sha256` pins what it must hold.
+async fn a_config_map_of_another_namespace_is_read_only_pinned(
+    modules: &Api<ProviderModule>,
+    ns: &str,
+    component: &ByteString,
+) {
+    let client = modules.clone().into_client();
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("tenant-sim".into()),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "component.wasm".to_owned(),
+            component.clone(),
+        )])),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(client, ns)
+        .create(&PostParams::default(), &config_map)
+        .await
+        .unwrap();
+    let name = format!("{ns}-tenant-sim");
+    let module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")
+        .config_map(ns, "tenant-sim", "component.wasm")
+        .build();
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .unwrap();
+    let refused = wait_for(modules, &name, "the unpinned ConfigMap is refused", |m| {
+        m.and_then(|m| m.status.as_ref())
+            .and_then(|s| s.message.as_deref())
+            .is_some_and(|m| m.contains("is read only from namespace"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(refused.status.unwrap().active_digest, None);
+    let digest = digest_of("sim_infrastructure.wasm");
+    let pin = json!({ "spec": { "sha256": digest } });
+    modules
+        .patch(&name, &PatchParams::default(), &Patch::Merge(pin))
+        .await
+        .unwrap();
+    module_serving(modules, &name, &digest).await;
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use capwasm::api::platform::{ClusterTemplateSpec, NodeGroup, PlatformClusterSpec};
 use capwasm::api::providermodule::World;
+use capwasm::api::tenancy::AllowedNamespaces;
 use capwasm::api::{Cluster, ClusterTemplate, PlatformCluster, ProviderModule};
 use capwasm::testing::objects::ProviderModuleBuilder;
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, SIM_PLATFORM_KINDS, guest_path};
@@ -76,6 +77,7 @@ async fn create(
                 "infrastructure": { "provider": "sim", "config": sim, "clusterConfig": cluster_config },
                 "encryptionKey": true,
             })),
+            allowed_namespaces: Some(AllowedNamespaces::named(&[NAMESPACE])),
             ..ClusterTemplateSpec::default()
         },
     );

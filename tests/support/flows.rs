@@ -628,13 +628,9 @@ pub fn v1beta1_pool(namespace: &str, name: &str, cluster: &str, replicas: i32) -
     })
 }
 
-/// Writes the credentials Secret `name` (in [`CREDENTIALS_NAMESPACE`], made
-/// if missing) with `entries`, replacing what it held.
-///
-/// # Panics
-///
-/// If the API server refuses.
-pub async fn credentials_secret(client: &Client, name: &str, entries: &[(&str, &str)]) {
+/// Makes [`CREDENTIALS_NAMESPACE`], where the operator reads credentials,
+/// verification keys and unpinned component ConfigMaps from.
+pub async fn credentials_namespace(client: &Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
         metadata: ObjectMeta {
@@ -645,6 +641,16 @@ pub async fn credentials_secret(client: &Client, name: &str, entries: &[(&str, &
     };
     // Another test may have made it already.
     let _ = namespaces.create(&PostParams::default(), &namespace).await;
+}
+
+/// Writes the credentials Secret `name` (in [`CREDENTIALS_NAMESPACE`], made
+/// if missing) with `entries`, replacing what it held.
+///
+/// # Panics
+///
+/// If the API server refuses.
+pub async fn credentials_secret(client: &Client, name: &str, entries: &[(&str, &str)]) {
+    credentials_namespace(client).await;
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.into()),

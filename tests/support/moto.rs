@@ -149,6 +149,7 @@ pub fn signed_capabilities(authority: &str, secret: &str) -> ModuleCapabilities 
         }),
         request_auth: vec![RequestAuth {
             host: authority.to_owned(),
+            plain_http: true,
             aws_sig_v4: Some(AwsSigV4 {
                 service: "ec2".into(),
                 region: "us-east-1".into(),

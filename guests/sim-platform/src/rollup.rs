@@ -80,7 +80,7 @@ pub fn status(request: &StatusRequest) -> Result<ClusterSummary, ProviderError> 
     } else {
         (Phase::Ready, String::new())
     };
-    let conditions = vec![
+    let mut conditions = vec![
         condition(
             "NetworkingReady",
             networking,
@@ -100,6 +100,10 @@ pub fn status(request: &StatusRequest) -> Result<ClusterSummary, ProviderError> 
             "NodesNotReady",
         ),
     ];
+    let echoing = |doc: &Value| at(doc, &["spec", "values", "echoObserved"]) == Some(&Value::Bool(true));
+    if echoing(&cluster) || parse(&request.template, "template").is_ok_and(|t| echoing(&t)) {
+        conditions.push(echo(&observed));
+    }
     Ok(ClusterSummary {
         phase,
         message,
@@ -108,6 +112,29 @@ pub fn status(request: &StatusRequest) -> Result<ClusterSummary, ProviderError> 
         node_groups: groups,
         nodes,
     })
+}
+
+/// Condition `Echo`: each observed Secret's name and data, as handed over.
+fn echo(observed: &[Value]) -> Condition {
+    let secrets: Vec<String> = observed
+        .iter()
+        .filter(|o| kind_and_name(o).0 == "Secret")
+        .map(|s| {
+            let data = |key: &str| at(s, &[key]).map_or_else(|| "none".into(), Value::to_string);
+            format!(
+                "{} data={} stringData={}",
+                kind_and_name(s).1,
+                data("data"),
+                data("stringData")
+            )
+        })
+        .collect();
+    Condition {
+        kind: "Echo".into(),
+        status: ConditionStatus::Satisfied,
+        reason: "Echoed".into(),
+        message: secrets.join("; "),
+    }
 }
 
 fn parse_all(documents: &[String], what: &str) -> Result<Vec<Value>, ProviderError> {

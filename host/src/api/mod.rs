@@ -15,6 +15,7 @@ pub mod provider;
 pub mod providermodule;
 mod refs;
 pub mod status;
+pub mod tenancy;
 pub mod v1beta1;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};

@@ -19,8 +19,24 @@ pub const API_VERSION: &str = "platform.capwasm.dev/v1alpha1";
 pub const CLUSTER_LABEL: &str = "platform.capwasm.dev/cluster";
 /// The finalizer of PlatformClusters.
 pub const FINALIZER: &str = "platform.capwasm.dev/cluster";
-/// Field manager of the PlatformCluster controller (status and the objects it applies).
+/// Field manager of the PlatformCluster controller's status writes; each
+/// cluster applies its objects as a manager of its own ([`objects_manager`]).
 pub const FIELD_MANAGER: &str = "capwasm-platform";
+/// The creation record: written by the host only when it creates an object
+/// for a platform cluster, naming that cluster. What proves an object is the
+/// cluster's to update, prune and delete: unlike an owner reference it
+/// survives a restore from backup (it names, not a UID), and unlike the
+/// label it is never put on an object that existed before.
+pub const CREATED_FOR_ANNOTATION: &str = "platform.capwasm.dev/created-for";
+
+/// The field manager platform cluster `name` applies its objects as: one
+/// per cluster (a name stays within its namespace, as the objects do), so
+/// that no cluster takes fields another one set.
+pub fn objects_manager(name: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    format!("capwasm-platform/{}", hex::encode(&digest[..8]))
+}
 /// How long a cluster may stay pending, reconciling or upgrading when its
 /// template sets no timeout.
 pub const DEFAULT_PHASE_TIMEOUT_SECONDS: u32 = 1800;
@@ -263,4 +279,9 @@ pub struct ClusterTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub phase_timeout_seconds: Option<u32>,
+    /// The namespaces whose PlatformClusters may use it: `{}` for every
+    /// namespace; left out, none. Its provider's ProviderModule must allow
+    /// the namespace too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<super::tenancy::AllowedNamespaces>,
 }

@@ -14,6 +14,32 @@ use super::{
     WasmMachinePool,
 };
 
+/// The most a status the host fills with what a provider returned may
+/// weigh as JSON: a third of etcd's default request limit (1.5 MiB), so
+/// that the object's spec and metadata always fit beside it. A provider
+/// result that would pass it is refused (`InvalidProviderResult`), and
+/// the status keeps what it had.
+pub const MAX_STATUS_BYTES: usize = 512 << 10;
+
+/// `value`'s size as JSON, if it is over [`MAX_STATUS_BYTES`] (counted,
+/// not written out).
+pub fn oversized<S: Serialize + ?Sized>(value: &S) -> Option<usize> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A type whose serialisation fails weighs what it wrote until then.
+    let _ = serde_json::to_writer(&mut count, value);
+    (count.0 > MAX_STATUS_BYTES).then_some(count.0)
+}
+
 /// A status a controller computes and writes in one apply.
 pub trait ObjectStatus: Clone + Default + PartialEq + Serialize + Send + Sync + 'static {
     /// Its conditions.

@@ -84,6 +84,27 @@ pub async fn read(
     Ok(Ok(credentials))
 }
 
+/// Why module `name` may not read its `what` `namespace/object` (a Secret,
+/// a ConfigMap of keys or code): it is not in the namespace credentials
+/// are read from.
+pub fn credentials_namespace(
+    ctx: &Context,
+    name: &str,
+    what: &str,
+    namespace: &str,
+    object: &str,
+) -> Option<Wait> {
+    let allowed = ctx.settings.credentials_namespace.as_ref()?;
+    (allowed != namespace).then(|| {
+        Wait::on_change(
+            Reason::CredentialsNotAllowed,
+            format!(
+                "ProviderModule {name:?} names the {what} {namespace}/{object}, but it is read only from namespace {allowed:?}"
+            ),
+        )
+    })
+}
+
 /// The Secret `namespace/secret_name` that module `name` names as its
 /// `what`, if it is in the namespace credentials are read from and exists.
 pub async fn allowed_secret(
@@ -93,15 +114,8 @@ pub async fn allowed_secret(
     namespace: &str,
     secret_name: &str,
 ) -> Result<Result<Secret, Wait>, Error> {
-    if let Some(allowed) = &ctx.settings.credentials_namespace
-        && allowed != namespace
-    {
-        return Ok(Err(Wait::on_change(
-            Reason::CredentialsNotAllowed,
-            format!(
-                "ProviderModule {name:?} names the {what} {namespace}/{secret_name}, but credentials are read only from namespace {allowed:?}"
-            ),
-        )));
+    if let Some(wait) = credentials_namespace(ctx, name, what, namespace, secret_name) {
+        return Ok(Err(wait));
     }
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let found = api
@@ -167,6 +181,7 @@ fn host_auth(rule: &RequestAuth) -> Option<HostAuth> {
     };
     Some(HostAuth {
         host: rule.host.clone(),
+        plain_http: rule.plain_http,
         scheme,
     })
 }

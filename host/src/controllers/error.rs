@@ -76,6 +76,10 @@ pub enum Error {
     /// A kind a platform cluster is made of cannot be read.
     #[error("cannot read a platform cluster's objects")]
     Children(#[source] super::platform::children::ChildError),
+    /// A platform cluster renders an object that exists and was not
+    /// created for it.
+    #[error("{0}")]
+    NotOwned(super::platform::ownership::Foreign),
 }
 
 impl Error {
@@ -103,6 +107,7 @@ impl Error {
             Self::Guest(e) => guest_reason(e),
             Self::Workload(_, e) => e.reason(),
             Self::Children(_) => Reason::KindUnavailable,
+            Self::NotOwned(_) => Reason::ObjectNotOwned,
         }
     }
 
@@ -119,6 +124,7 @@ impl Error {
             Self::Guest(e) => e.outcome(),
             Self::Workload(_, e) => e.metric_label(),
             Self::Children(_) => "platform_kind",
+            Self::NotOwned(_) => "not_owned",
         }
     }
 

@@ -165,9 +165,17 @@ async fn check_config(
         })
 }
 
+/// Why a cluster-scoped `kind` `name` may not be used from `namespace`.
+pub fn not_allowed(kind: &str, name: &str, namespace: &str) -> String {
+    format!(
+        "{kind} {name:?} does not allow namespace {namespace:?} (its spec.allowedNamespaces): nothing is called for objects of this namespace"
+    )
+}
+
 /// The prepare phase: the object's ProviderModule must exist, implement
-/// the kind's world, have a version in service and accept the config, and
-/// its credentials Secret must be readable. What is missing is a wait.
+/// the kind's world, allow the object's namespace, have a version in
+/// service and accept the config, and its credentials Secret must be
+/// readable. What is missing is a wait.
 pub async fn prepare<K: ProviderObject>(
     scope: &mut Scope<K>,
     ctx: &Context,
@@ -193,6 +201,16 @@ where
                 module.spec.world,
                 K::WORLD
             ),
+        ));
+    }
+    let namespace = scope.namespace();
+    if !ctx
+        .caches
+        .namespace_allowed(module.spec.allowed_namespaces.as_ref(), &namespace)
+    {
+        return Ok(wait(
+            Reason::NamespaceNotAllowed,
+            not_allowed("ProviderModule", &name, &namespace),
         ));
     }
     // The version that will serve this object: a canary's share goes to it.

@@ -4,7 +4,8 @@
 use crate::wasm::types::Credential;
 use crate::wasm::{AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, Capabilities, HostAuth, Scheme};
 
-/// Allowed to reach `authority`, every request there signed by the host
+/// Allowed to reach `authority` (plain HTTP: an emulator on loopback),
+/// every request there signed by the host
 /// (SigV4, `ec2` in `us-east-1`) with the keys of the call's credentials;
 /// the guest sees none of them.
 pub fn signed_capabilities(authority: &str) -> Capabilities {
@@ -12,6 +13,7 @@ pub fn signed_capabilities(authority: &str) -> Capabilities {
         allowed_hosts: vec![authority.to_owned()],
         request_auth: vec![HostAuth {
             host: authority.to_owned(),
+            plain_http: true,
             scheme: Scheme::AwsSigV4 {
                 service: "ec2".into(),
                 region: "us-east-1".into(),

@@ -14,10 +14,14 @@ use crate::api::providermodule::{
     AllowedKind, ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource,
     OciSource, ProviderModuleSpec, PublicKeySource, Verification, World,
 };
+use crate::api::tenancy::AllowedNamespaces;
 use crate::api::{
     ApiEndpoint, Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule,
     WasmBootstrapConfig, WasmCluster, WasmMachinePool,
 };
+
+/// The providerIDs of the simulated cloud's instances (`sim://<region>/<id>`).
+pub const SIM_PROVIDER_IDS: &str = "sim://";
 
 fn meta(namespace: &str, name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -255,8 +259,14 @@ pub fn wasm_cluster(
 pub struct ProviderModuleBuilder(ProviderModule);
 
 impl ProviderModuleBuilder {
-    /// Module `name` of `world`, from file `path`, default limits, no capabilities.
+    /// Module `name` of `world`, from file `path`, default limits, open to
+    /// every namespace, no capabilities but, for an infrastructure
+    /// provider, the simulated cloud's providerIDs (`sim://`).
     pub fn file(name: &str, world: World, path: &str) -> Self {
+        let capabilities = (world == World::Infrastructure).then(|| ModuleCapabilities {
+            provider_id_prefix: Some(SIM_PROVIDER_IDS.into()),
+            ..ModuleCapabilities::default()
+        });
         let mut module = ProviderModule::new(
             name,
             ProviderModuleSpec {
@@ -265,6 +275,8 @@ impl ProviderModuleBuilder {
                     file: Some(FileSource { path: path.into() }),
                     ..ModuleSource::default()
                 },
+                capabilities,
+                allowed_namespaces: Some(AllowedNamespaces::all()),
                 ..ProviderModuleSpec::default()
             },
         );
@@ -317,6 +329,22 @@ impl ProviderModuleBuilder {
     /// Pinned to `sha256`.
     pub fn sha256(mut self, sha256: &str) -> Self {
         self.0.spec.sha256 = Some(sha256.into());
+        self
+    }
+
+    /// Usable from the namespaces `rule` allows (`None`: from none).
+    pub fn allowed_namespaces(mut self, rule: Option<AllowedNamespaces>) -> Self {
+        self.0.spec.allowed_namespaces = rule;
+        self
+    }
+
+    /// Its instances' providerIDs start `prefix`.
+    pub fn provider_id_prefix(mut self, prefix: &str) -> Self {
+        self.0
+            .spec
+            .capabilities
+            .get_or_insert_with(ModuleCapabilities::default)
+            .provider_id_prefix = Some(prefix.into());
         self
     }
 

@@ -1,8 +1,10 @@
 //! What a platform provider returns, checked before the host applies any of
 //! it: every rendered object a JSON object of a kind its module allows, in
-//! the platform cluster's namespace, named by a DNS label, none twice, and
-//! no more of them than a cluster is made of; summaries within bounds. A
-//! result that breaks a rule is refused whole ([`Violation`]).
+//! the platform cluster's namespace, named by a DNS label, none twice, no
+//! more of them than a cluster is made of, and saying nothing of itself
+//! that would let it escape the cluster ([`composed_meta`](super::composed_meta));
+//! summaries within bounds. A result that breaks a rule is refused whole
+//! ([`Violation`]).
 
 use std::collections::HashSet;
 
@@ -150,6 +152,13 @@ pub fn rendered(
             return Err(violation("an object rendered twice", at(".metadata.name")));
         }
         objects.push(object);
+    }
+    let clusters = super::composed_meta::clusters(&objects);
+    for (i, object) in objects.iter().enumerate() {
+        let text_at = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
+        let kind = (group_of(text_at("apiVersion")), text_at("kind"));
+        let at = |field: &str| format!("objects[{i}]{field}");
+        super::composed_meta::check(object, kind, &clusters, &at)?;
     }
     secrets(&rendered.secrets, &mut names, allowed)?;
     Ok(Composition {

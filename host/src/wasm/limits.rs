@@ -87,9 +87,27 @@ impl Capabilities {
             .any(|allowed| authority_matches(allowed, authority))
     }
 
-    /// How requests to `authority` are authenticated, if the host does it.
-    pub fn auth_for(&self, authority: &str) -> Option<&HostAuth> {
-        self.request_auth.iter().find(|auth| auth.covers(authority))
+    /// How a request of URI scheme `scheme` to `authority` is
+    /// authenticated: by the rule of its host if it matches that rule's
+    /// scheme, host and port; not at all if no rule names its host. A
+    /// request to a ruled host that does not match (plain HTTP, another
+    /// port) is the rule's error: it is refused, nothing attached.
+    pub fn auth_for(&self, scheme: &str, authority: &str) -> Result<Option<&HostAuth>, &HostAuth> {
+        if let Some(rule) = self
+            .request_auth
+            .iter()
+            .find(|auth| auth.matches(scheme, authority))
+        {
+            return Ok(Some(rule));
+        }
+        match self
+            .request_auth
+            .iter()
+            .find(|auth| auth.names_host(authority))
+        {
+            Some(rule) => Err(rule),
+            None => Ok(None),
+        }
     }
 }
 

@@ -13,6 +13,7 @@ mod cache;
 mod call;
 pub mod checks;
 pub mod composed;
+mod composed_meta;
 mod credentials;
 mod engine;
 mod error;

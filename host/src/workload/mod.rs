@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 
 pub use cluster::{ClusterKey, NodeEvent};
 pub use error::{Error, InvalidKubeconfig};
-pub use nodes::Nodes;
+pub use nodes::{Nodes, is_control_plane};
 use secrets::{KUBECONFIG_KEY, KubeconfigSecrets, SecretVersion};
 pub use settings::Settings;
 use watch::NodeWatch;

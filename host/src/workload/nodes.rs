@@ -1,7 +1,7 @@
 //! A snapshot of one workload cluster's Nodes with its lookups, and what the
 //! cache keeps of each Node.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::Node;
 pub struct Nodes {
     by_name: HashMap<String, Arc<Node>>,
     by_provider_id: HashMap<String, Arc<Node>>,
+    /// The providerIDs of the control plane's Nodes.
+    control_plane: HashSet<String>,
 }
 
 impl Nodes {
@@ -23,9 +25,14 @@ impl Nodes {
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut by_name = HashMap::with_capacity(nodes.len());
         let mut by_provider_id = HashMap::with_capacity(nodes.len());
+        let mut control_plane = HashSet::new();
         for node in nodes {
             if let Some(provider_id) = provider_id(&node) {
-                by_provider_id.insert(provider_id.to_owned(), node.clone());
+                if is_control_plane(&node) {
+                    control_plane.insert(provider_id.to_owned());
+                } else {
+                    by_provider_id.insert(provider_id.to_owned(), node.clone());
+                }
             }
             if let Some(name) = &node.metadata.name {
                 by_name.insert(name.clone(), node);
@@ -34,12 +41,19 @@ impl Nodes {
         Self {
             by_name,
             by_provider_id,
+            control_plane,
         }
     }
 
+    /// Whether `provider_id` is a control-plane Node's: no pool may claim it.
+    pub fn of_control_plane(&self, provider_id: &str) -> bool {
+        self.control_plane.contains(provider_id)
+    }
+
     /// The Node whose `spec.providerID` is exactly `provider_id` (no
-    /// normalisation: `aws:////i-1` does not find `aws:///us-east-2a/i-1`).
-    /// Nodes without a providerID are never found here.
+    /// normalisation: `aws:////i-1` does not find `aws:///us-east-2a/i-1`):
+    /// what a pool may hold. Nodes without a providerID, and Nodes of the
+    /// control plane, are never found here.
     pub fn by_provider_id(&self, provider_id: &str) -> Option<Arc<Node>> {
         self.by_provider_id.get(provider_id).cloned()
     }
@@ -63,6 +77,21 @@ impl Nodes {
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
+}
+
+/// The role labels of a control-plane Node (the second is kubeadm's before 1.24).
+const CONTROL_PLANE_LABELS: [&str; 2] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+];
+
+/// Whether `node` is of the control plane: no pool may hold, mark or
+/// delete it, whatever providerID it reports.
+pub fn is_control_plane(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|labels| CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l)))
 }
 
 /// The Node's non-empty `spec.providerID`.

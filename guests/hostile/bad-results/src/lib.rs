@@ -10,6 +10,8 @@
 //! - `longId`: a 10 KB providerID;
 //! - `emptyAddresses`: one instance with 2,000,000 empty addresses (light
 //!   in bytes, heavy in the host's memory);
+//! - `claim`: one running instance for each of `providerIDs` (a control
+//!   plane's, another cloud's): Nodes it never made;
 //! - `fine`: `replicas` running instances with providerIDs of its own.
 #![no_std]
 
@@ -29,6 +31,8 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 struct Config {
     mode: String,
+    #[serde(default, rename = "providerIDs")]
+    provider_ids: Vec<String>,
 }
 
 fn instance(id: String, provider_id: String) -> Instance {
@@ -52,7 +56,8 @@ impl InfrastructureProvider for BadResults {
     fn config_schema() -> String {
         r#"{"type": "object", "additionalProperties": false, "required": ["mode"],
             "properties": {"mode": {"enum": ["controlChars", "duplicateIds", "foreignScheme",
-                "tooMany", "longId", "emptyAddresses", "fine"]}}}"#
+                "tooMany", "longId", "emptyAddresses", "claim", "fine"]},
+                "providerIDs": {"type": "array", "items": {"type": "string"}, "maxItems": 16}}}"#
             .to_owned()
     }
 
@@ -66,6 +71,10 @@ impl InfrastructureProvider for BadResults {
             )],
             "duplicateIds" => (0..3).map(|_| own(0, pool)).collect(),
             "foreignScheme" => vec![instance("i-0".into(), "aws:///us-east-1a/i-0abc".into())],
+            "claim" => (0u32..)
+                .zip(config.provider_ids)
+                .map(|(i, id)| instance(format!("i-{i}"), id))
+                .collect(),
             "tooMany" => (0..100_000).map(|i| own(i, pool)).collect(),
             "longId" => vec![instance(
                 "i-0".into(),

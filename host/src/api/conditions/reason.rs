@@ -101,6 +101,9 @@ reasons! {
     ProviderNotReady,
     /// The ProviderModule implements another world than this kind needs.
     ProviderWorldMismatch,
+    /// A cluster-scoped object (a ProviderModule, a ClusterTemplate) does
+    /// not allow the referring object's namespace (`allowedNamespaces`).
+    NamespaceNotAllowed,
     /// `spec.config` does not satisfy the provider's schema.
     InvalidConfig,
     /// Checking `spec.config` against the provider's schema took longer than its budget.
@@ -204,6 +207,12 @@ reasons! {
     Composed,
     /// A rendered kind cannot be watched (not served, cluster-scoped, not listable).
     KindUnavailable,
+    /// A PlatformCluster renders an object that exists and was not created
+    /// for it (a team's own, another platform cluster's): nothing applied.
+    ObjectNotOwned,
+    /// Another PlatformCluster renders an object created for this one; it
+    /// stays this one's.
+    ObjectContested,
     /// A PlatformCluster stayed in a transitional phase past its template's timeout.
     PhaseTimedOut,
     /// A PlatformCluster waits for its CAPI Cluster to be gone.
@@ -231,6 +240,7 @@ impl Reason {
                 | Self::ProviderNotFound
                 | Self::ProviderNotReady
                 | Self::ProviderWorldMismatch
+                | Self::NamespaceNotAllowed
                 | Self::InvalidConfig
                 | Self::ConfigCheckTimedOut
                 | Self::CredentialsNotFound
@@ -262,6 +272,8 @@ impl Reason {
                 | Self::TemplateChangeRefused
                 | Self::InvalidSpec
                 | Self::KindUnavailable
+                | Self::ObjectNotOwned
+                | Self::ObjectContested
                 | Self::PhaseTimedOut
         )
     }

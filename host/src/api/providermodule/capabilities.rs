@@ -33,6 +33,18 @@ pub struct ModuleCapabilities {
     /// authenticate in a way `requestAuth` does not offer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expose_credentials_to_guest: bool,
+    /// The providerIDs an infrastructure provider's instances carry: their
+    /// scheme and what follows it (`aws:///`, `sim://region-1/`). A
+    /// providerID the provider reports outside it is refused
+    /// (`InvalidProviderResult`), so that no pool claims a Node of another
+    /// cloud or account; without it a provider may report none.
+    #[serde(
+        rename = "providerIDPrefix",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 4, max = 253), regex(pattern = r"^[a-z][a-z0-9+.-]*://"))]
+    pub provider_id_prefix: Option<String>,
     /// The kinds a platform provider may render (and the host apply, watch
     /// and prune for it), only ever in the platform cluster's namespace.
     /// None if empty.
@@ -62,8 +74,16 @@ pub struct AllowedKind {
 ]))]
 pub struct RequestAuth {
     /// The host (`host` or `host:port`, as written in `allowedHosts`).
+    /// Only requests to exactly this scheme, host and port get the keys;
+    /// without a port, HTTPS's 443 (80 with `plainHttp`). Any other
+    /// request to the host (plain HTTP, another port) is refused.
     #[schemars(length(min = 1, max = 261))]
     pub host: String,
+    /// Authenticate plain-HTTP requests rather than HTTPS ones: the keys
+    /// then cross the network in clear text. For an endpoint on loopback
+    /// (tests, an emulator); off by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain_http: bool,
     /// AWS Signature Version 4.
     #[serde(rename = "awsSigV4", default, skip_serializing_if = "Option::is_none")]
     pub aws_sig_v4: Option<AwsSigV4>,

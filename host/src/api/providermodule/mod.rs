@@ -10,6 +10,8 @@ mod source;
 mod status;
 
 use kube::CustomResource;
+
+use super::tenancy::AllowedNamespaces;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -98,6 +100,13 @@ pub struct ProviderModuleSpec {
     /// Authority beyond computing on its inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<ModuleCapabilities>,
+
+    /// The namespaces whose objects it may serve (and whose objects its
+    /// credentials may be used for): `{}` for every namespace; left out,
+    /// none. An object of another namespace naming it gets a condition
+    /// (`NamespaceNotAllowed`) and no call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<AllowedNamespaces>,
 
     /// Signatures an OCI image must carry before its code is compiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,6 +33,7 @@ pub async fn cloud_requires_the_bearer_token_from_credentials_when_configured(
             allowed_hosts: vec![host.clone()],
             request_auth: vec![HostAuth {
                 host: host.clone(),
+                plain_http: true,
                 scheme: Scheme::Bearer {
                     token: "token".into(),
                 },

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -59,6 +59,9 @@ pub struct Caches {
     pub secrets: Cache<PartialObjectMeta<Secret>>,
     /// ConfigMaps, metadata only: a change reloads the modules reading one.
     pub config_maps: Cache<PartialObjectMeta<ConfigMap>>,
+    /// Namespaces, metadata only: their labels, which a ProviderModule's
+    /// or ClusterTemplate's `allowedNamespaces` selector reads.
+    pub namespaces: Cache<PartialObjectMeta<Namespace>>,
     /// CustomResourceDefinitions without their schemas: which version of a
     /// referenced kind implements which contract.
     pub crds: Cache<CustomResourceDefinition>,
@@ -123,6 +126,7 @@ impl Caches {
                 shard,
             ),
             config_maps: metadata(client, watcher::Config::default()),
+            namespaces: metadata(client, watcher::Config::default()),
             crds: crds(client),
             pools_by_cluster,
             pools_by_reference,
@@ -147,6 +151,7 @@ impl Caches {
             futures::FutureExt::boxed(self.templates.run(metrics.clone())),
             futures::FutureExt::boxed(self.secrets.run(metrics.clone())),
             futures::FutureExt::boxed(self.config_maps.run(metrics.clone())),
+            futures::FutureExt::boxed(self.namespaces.run(metrics.clone())),
         ];
         if core {
             feeds.push(futures::FutureExt::boxed(self.crds.run(metrics.clone())));
@@ -170,10 +175,26 @@ impl Caches {
             self.templates.ready(),
             self.secrets.ready(),
             self.config_maps.ready(),
+            self.namespaces.ready(),
         );
         if core {
             self.crds.ready().await;
         }
+    }
+}
+
+impl Caches {
+    /// Whether `rule` (a ProviderModule's or ClusterTemplate's
+    /// `allowedNamespaces`) lets objects of `namespace` use what it guards,
+    /// with the namespace's labels as cached.
+    pub fn namespace_allowed(
+        &self,
+        rule: Option<&crate::api::tenancy::AllowedNamespaces>,
+        namespace: &str,
+    ) -> bool {
+        let cached = self.namespaces.get(None, namespace);
+        let labels = cached.as_ref().and_then(|n| n.metadata.labels.as_ref());
+        crate::api::tenancy::allows(rule, namespace, labels)
     }
 }
 

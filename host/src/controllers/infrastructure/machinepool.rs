@@ -14,6 +14,7 @@ use crate::api::provider::{
     INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceStatus,
     MACHINE_POOL_FINALIZER,
 };
+use crate::api::status::oversized;
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
@@ -27,6 +28,7 @@ use crate::wasm::LoadedProvider;
 use crate::wasm::checks::Violation;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
+use crate::workload::ClusterKey;
 
 /// The export whose result the host checks.
 const EXPORT: &str = "machine-pools.reconcile";
@@ -108,6 +110,17 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         .map_err(Error::Guest)?;
 
     let instances = guest_io::from_instances(&state.instances);
+    if let Some(size) = oversized(&instances) {
+        let violation = Violation {
+            rule: "instances whose status would be over 512 KiB",
+            field: format!("instances ({size} bytes as JSON)"),
+        };
+        return Err(Error::Guest(ctx.runtime.refused(
+            &prepared.provider,
+            EXPORT,
+            violation,
+        )));
+    }
     let provider_ids = guest_io::provider_id_list(&instances);
     check_provider_ids(ctx, &pool, &machine_pool, &prepared.provider, &provider_ids).await?;
     // The list goes first: a MachinePool that sees the pool ready copies it.
@@ -158,9 +171,11 @@ fn same_instances(old: &[InstanceStatus], new: &[InstanceStatus]) -> bool {
 }
 
 /// The providerIDs a pool's provider reported, against what only the host
-/// can see: none may be listed by another pool of the Cluster, and each new
-/// one must be the provider's own (its `owns` says so), so that a pool never
-/// claims another provider's or another pool's Nodes.
+/// can see: each within the providerIDs its ProviderModule declares
+/// (`capabilities.providerIDPrefix`: the provider's own word is not
+/// enough), none listed by another pool of the Cluster, and none a Node of
+/// the control plane reports, so that a pool never claims another cloud's,
+/// another account's, another pool's or the control plane's Nodes.
 async fn check_provider_ids(
     ctx: &Context,
     pool: &WasmMachinePool,
@@ -191,16 +206,47 @@ async fn check_provider_ids(
             return Err(refuse("a providerID another pool of the Cluster lists", id));
         }
     }
-    let known = &pool.spec.provider_id_list;
-    for id in provider_ids.iter().filter(|id| !known.contains(id)) {
-        let owned = ctx
-            .runtime
-            .owns(&pool.spec.provider, id)
-            .await
-            .map_err(Error::Guest)?;
-        if !owned {
-            return Err(refuse("a providerID the provider says is not its own", id));
+    let module = ctx.caches.modules.get(None, &pool.spec.provider);
+    let prefix = module
+        .as_ref()
+        .and_then(|m| m.spec.capabilities.as_ref())
+        .and_then(|c| c.provider_id_prefix.as_deref());
+    for id in provider_ids {
+        match prefix {
+            None => {
+                return Err(refuse(
+                    "a providerID from a module that declares none (capabilities.providerIDPrefix)",
+                    id,
+                ));
+            }
+            Some(prefix) if !id.starts_with(prefix) => {
+                return Err(refuse(
+                    "a providerID outside the module's capabilities.providerIDPrefix",
+                    id,
+                ));
+            }
+            Some(_) => {}
         }
+    }
+    // New ones only: a Node the pool already holds was checked when it came.
+    let known = &pool.spec.provider_id_list;
+    let new: Vec<&String> = provider_ids
+        .iter()
+        .filter(|id| !known.contains(id))
+        .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
+    // Unreachable, the MachinePool's own matching still never takes a
+    // control-plane Node; this names the provider that tried.
+    let key = ClusterKey::new(
+        machine_pool.namespace().unwrap_or_default(),
+        machine_pool.spec.cluster_name.clone(),
+    );
+    if let Ok(nodes) = ctx.workload.nodes(&key).await
+        && let Some(id) = new.into_iter().find(|id| nodes.of_control_plane(id))
+    {
+        return Err(refuse("the providerID of a control-plane Node", id));
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
+use crate::workload::is_control_plane;
 
 /// Asks for the bootstrap config's and the infrastructure object's
 /// deletion, and waits until both are gone.
@@ -56,8 +57,15 @@ pub async fn nodes(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outc
         .collect();
     if !nodes.is_empty() {
         let key = scope.cluster_key();
-        let deleted = match ctx.workload.client(&key).await {
-            Ok(client) => noderefs::delete_nodes(ctx, &Api::all(client), &key, &nodes).await,
+        let deleted = match ctx.workload.nodes_and_client(&key).await {
+            Ok((cached, client)) => {
+                // Never a Node of the control plane, whatever the references say.
+                let workers: Vec<String> = nodes
+                    .into_iter()
+                    .filter(|name| !cached.by_name(name).is_some_and(|n| is_control_plane(&n)))
+                    .collect();
+                noderefs::delete_nodes(ctx, &Api::all(client), &key, &workers).await
+            }
             Err(source) => Err(Error::Workload(key.to_string(), source)),
         };
         match deleted {

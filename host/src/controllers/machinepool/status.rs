@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::api::cluster::StatusVersion;
 use crate::api::{NODE_UNINITIALIZED_TAINT, annotations};
+use crate::workload::is_control_plane;
 
 /// What matching a providerID list against Nodes found.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -106,6 +107,7 @@ pub fn retired<N: Deref<Target = Node>>(
 ) -> Vec<String> {
     refs.iter()
         .filter_map(|r| by_name(r.name.as_deref()?))
+        .filter(|node| !is_control_plane(node))
         .filter(|node| {
             node.spec
                 .as_ref()

@@ -70,12 +70,12 @@ impl Child {
         self.value().to_string()
     }
 
-    /// Whether platform cluster `uid` owns it, or nobody does (a restore
-    /// from backup): what the cluster may prune and delete, never an
-    /// object another owner took.
-    pub fn ours(&self, uid: &str) -> bool {
-        let owners = self.object.owner_references();
-        owners.is_empty() || owners.iter().any(|r| r.uid == uid)
+    /// Whether the host created it for platform cluster `cluster` (its
+    /// creation record says so): what the cluster may update, prune and
+    /// delete. An object labelled for the cluster by anyone else, or
+    /// owned by it through an owner reference someone added, is not.
+    pub fn created_for(&self, cluster: &str) -> bool {
+        super::ownership::created_for(&self.object.metadata, cluster)
     }
 
     /// Whether it is of `group` and `kind`.
@@ -98,6 +98,24 @@ impl Child {
         }
     }
 }
+
+/// `object` as the caches keep it: without managedFields, and a Secret
+/// without its payload (`data`, `stringData`, and the last-applied copy
+/// `kubectl apply` leaves), which neither the controller nor a provider
+/// may read.
+fn without_payload(object: &mut DynamicObject, secret: bool) {
+    object.managed_fields_mut().clear();
+    if secret {
+        if let Some(data) = object.data.as_object_mut() {
+            data.remove("data");
+            data.remove("stringData");
+        }
+        object.annotations_mut().remove(LAST_APPLIED);
+    }
+}
+
+/// Where `kubectl apply` keeps the whole object it applied, data included.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A kind's watch.
 pub struct KindWatch {
@@ -178,6 +196,19 @@ impl Children {
         Ok(found)
     }
 
+    /// The object of `kind` named `name` in `namespace`, as cached: any
+    /// object labelled for a platform cluster, whichever cluster.
+    pub async fn cached(
+        &self,
+        kind: &ObjectKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<DynamicObject>>, ChildError> {
+        let watch = self.watch(kind).await?;
+        let key = ObjectRef::new_with(name, watch.resource.clone()).within(namespace);
+        Ok(watch.store.get(&key))
+    }
+
     /// Every kind watched so far.
     pub async fn watched(&self) -> Vec<ObjectKind> {
         self.kinds.lock().await.keys().cloned().collect()
@@ -212,9 +243,10 @@ impl Children {
         let config = watcher::Config::default().labels(CLUSTER_LABEL);
         let changed = self.changed.clone();
         let kind = resource.kind.clone();
+        let secret = resource.group.is_empty() && resource.kind == "Secret";
         let feed = watcher(api, config)
             .default_backoff()
-            .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
+            .modify(move |object: &mut DynamicObject| without_payload(object, secret))
             .reflect(writer)
             .touched_objects()
             .for_each(move |touched| {

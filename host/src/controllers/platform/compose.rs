@@ -1,9 +1,11 @@
 //! The cluster's objects as its provider renders them: each stamped with
-//! the cluster's namespace, label and owner reference and a digest of what
-//! was rendered, applied (server-side, forced, as the platform's field
-//! manager) only when the object differs; the Secrets the provider asked
-//! for, generated once; and every labelled object no longer rendered,
-//! deleted. A render that breaks a rule applies nothing.
+//! the cluster's namespace, label, owner reference and creation record and
+//! a digest of what was rendered, applied (server-side, forced, as the
+//! cluster's own field manager) only when the object differs; the Secrets
+//! the provider asked for, generated once; and every object created for
+//! the cluster and no longer rendered, deleted. A render that breaks a
+//! rule, or names an object that exists and was not created for the
+//! cluster ([`ownership`]), applies nothing.
 
 use std::collections::HashSet;
 
@@ -16,8 +18,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::children::Child;
+use super::ownership::{self, Claim};
 use crate::api::conditions::Desired;
-use crate::api::platform::{CLUSTER_LABEL, FIELD_MANAGER};
+use crate::api::platform::{CLUSTER_LABEL, CREATED_FOR_ANNOTATION, objects_manager};
 use crate::api::provider::ServedBy;
 use crate::api::{ConditionType, PlatformCluster, Reason};
 use crate::controllers::context::Context;
@@ -63,28 +66,51 @@ pub(super) async fn compose(
         .await
         .map_err(|e| scope.failed(ConditionType::Composed, Error::Guest(e)))?;
 
-    // Every kind is resolved before anything is applied: one that cannot be
-    // watched applies nothing.
+    // Every kind is resolved, and every object's owner known, before
+    // anything is applied: a kind that cannot be watched, or an object that
+    // is not the cluster's, applies nothing.
+    let name = object.name_any();
     let mut desired = Vec::with_capacity(composition.objects.len());
     for body in composition.objects {
-        let resource = resource_of(ctx, &body)
+        let (kind, resource) = resource_of(ctx, &body)
+            .await
+            .map_err(|e| scope.failed(ConditionType::Composed, e))?;
+        // Absent or the cluster's: either way `apply` makes it as rendered.
+        claimed(ctx, (&kind, &resource), &namespace, name_of(&body), &object)
             .await
             .map_err(|e| scope.failed(ConditionType::Composed, e))?;
         desired.push((resource, stamped(body, &object, &namespace)));
     }
+    let (secret_kind, secret_resource) = secret_resource();
+    let mut secrets = Vec::with_capacity(composition.secrets.len());
+    for secret in &composition.secrets {
+        let claim = claimed(
+            ctx,
+            (&secret_kind, &secret_resource),
+            &namespace,
+            &secret.name,
+            &object,
+        )
+        .await
+        .map_err(|e| scope.failed(ConditionType::Composed, e))?;
+        secrets.push((secret, claim));
+    }
     let owner = owner_reference(&object);
+    let manager = objects_manager(&name);
     for (resource, body) in &desired {
         if !differs(&observed, resource, body, &owner) {
             continue;
         }
-        apply(ctx, resource, &namespace, body)
+        apply(ctx, resource, &namespace, body, &manager)
             .await
             .map_err(|e| scope.failed(ConditionType::Composed, e))?;
     }
-    for secret in &composition.secrets {
-        generate(ctx, &observed, &object, secret)
-            .await
-            .map_err(|e| scope.failed(ConditionType::Composed, e))?;
+    for (secret, claim) in &secrets {
+        if matches!(claim, Claim::Absent) {
+            generate(ctx, &object, secret)
+                .await
+                .map_err(|e| scope.failed(ConditionType::Composed, e))?;
+        }
     }
     let mut rendered: HashSet<(String, String, String)> = desired
         .iter()
@@ -96,7 +122,7 @@ pub(super) async fn compose(
             .iter()
             .map(|s| key("", "Secret", &s.name)),
     );
-    prune(ctx, &observed, &rendered, &uid)
+    prune(ctx, &observed, &rendered, &name)
         .await
         .map_err(|e| scope.failed(ConditionType::Composed, e))?;
 
@@ -129,24 +155,51 @@ fn name_of(body: &Map<String, Value>) -> &str {
         .unwrap_or_default()
 }
 
-/// The resource of a rendered object's kind at the version it was rendered in.
-async fn resource_of(ctx: &Context, body: &Map<String, Value>) -> Result<ApiResource, Error> {
+/// A rendered object's kind, and its resource at the version it was rendered in.
+async fn resource_of(
+    ctx: &Context,
+    body: &Map<String, Value>,
+) -> Result<(ObjectKind, ApiResource), Error> {
     let text = |key: &str| body.get(key).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let object_kind = ObjectKind {
+        group: group_of(api_version).to_owned(),
+        kind: kind.to_owned(),
+    };
     let watched = ctx
         .platform
-        .watch(&ObjectKind {
-            group: group_of(api_version).to_owned(),
-            kind: kind.to_owned(),
-        })
+        .watch(&object_kind)
         .await
         .map_err(Error::Children)?;
     let version = api_version.rsplit('/').next().unwrap_or(api_version);
     let gvk = GroupVersionKind::gvk(&watched.resource.group, version, kind);
-    Ok(ApiResource::from_gvk_with_plural(
-        &gvk,
-        &watched.resource.plural,
-    ))
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &watched.resource.plural);
+    Ok((object_kind, resource))
+}
+
+/// The kind and resource of the Secrets the host generates.
+fn secret_resource() -> (ObjectKind, ApiResource) {
+    let kind = ObjectKind {
+        group: String::new(),
+        kind: "Secret".to_owned(),
+    };
+    (kind, ApiResource::erase::<Secret>(&()))
+}
+
+/// [`ownership::claim`] for `cluster`; an object created for another
+/// platform cluster of the namespace tells that one too.
+async fn claimed(
+    ctx: &Context,
+    kind: (&ObjectKind, &ApiResource),
+    namespace: &str,
+    name: &str,
+    cluster: &PlatformCluster,
+) -> Result<Claim, Error> {
+    let claim = ownership::claim(ctx, kind, namespace, name, &cluster.name_any()).await;
+    if let Err(Error::NotOwned(foreign)) = &claim {
+        ownership::contested(ctx, cluster, foreign).await;
+    }
+    claim
 }
 
 /// The cluster's owner reference: not its controller, since the Cluster API
@@ -178,6 +231,7 @@ fn stamped(
         for (field, key, value) in [
             ("labels", CLUSTER_LABEL, cluster.name_any()),
             ("annotations", RENDERED_ANNOTATION, digest),
+            ("annotations", CREATED_FOR_ANNOTATION, cluster.name_any()),
         ] {
             let map = metadata.entry(field).or_insert_with(|| json!({}));
             if let Some(map) = map.as_object_mut() {
@@ -214,6 +268,12 @@ fn differs(
     if let Some(metadata) = expected.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.remove("ownerReferences");
     }
+    // The caches hold no Secret's payload: a change of what was rendered
+    // for it shows in the digest.
+    if child.is("", "Secret") {
+        expected.remove("data");
+        expected.remove("stringData");
+    }
     let current = child.value();
     !adopted || !contains(&current, &Value::Object(expected))
 }
@@ -233,15 +293,19 @@ fn contains(current: &Value, expected: &Value) -> bool {
     }
 }
 
+/// Applies `body` as the cluster's field manager `manager`: it creates the
+/// object (its creation record with it) or updates one created for the
+/// cluster, as [`ownership::claim`] found.
 async fn apply(
     ctx: &Context,
     resource: &ApiResource,
     namespace: &str,
     body: &Map<String, Value>,
+    manager: &str,
 ) -> Result<(), Error> {
     let name = name_of(body);
     let api = Api::<DynamicObject>::namespaced_with(ctx.client.clone(), namespace, resource);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(manager).force();
     api.patch(name, &params, &Patch::Apply(body))
         .await
         .map_err(|source| Error::Write {
@@ -253,22 +317,13 @@ async fn apply(
     Ok(())
 }
 
-/// Creates the Secret `secret` asks for unless it exists: its data never
-/// changes once made.
+/// Creates the Secret `secret` asks for, which does not exist: its data
+/// never changes once made.
 async fn generate(
     ctx: &Context,
-    observed: &[Child],
     cluster: &PlatformCluster,
     secret: &GeneratedSecret,
 ) -> Result<(), Error> {
-    let exists = observed.iter().any(|c| {
-        c.resource.group.is_empty()
-            && c.resource.kind == "Secret"
-            && c.object.name_any() == secret.name
-    });
-    if exists {
-        return Ok(());
-    }
     let mut data = std::collections::BTreeMap::new();
     for key in &secret.keys {
         let mut bytes = vec![0; secret.bytes as usize];
@@ -290,15 +345,29 @@ async fn generate(
     object
         .labels_mut()
         .insert(CLUSTER_LABEL.into(), cluster.name_any());
-    let api =
-        Api::<Secret>::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
-    match api.create(&PostParams::default(), &object).await {
+    object
+        .annotations_mut()
+        .insert(CREATED_FOR_ANNOTATION.into(), cluster.name_any());
+    let namespace = cluster.namespace().unwrap_or_default();
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
+    let params = PostParams {
+        field_manager: Some(objects_manager(&cluster.name_any())),
+        ..PostParams::default()
+    };
+    match api.create(&params, &object).await {
         Ok(_) => {
             ctx.metrics.write(super::CONTROLLER, "generated_secret");
             Ok(())
         }
-        // Made by an earlier reconcile whose watch event has not arrived.
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        // Made since it was looked up: by an earlier reconcile whose watch
+        // event has not arrived, or by someone else.
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let (kind, resource) = secret_resource();
+            let name = cluster.name_any();
+            ownership::claim(ctx, (&kind, &resource), &namespace, &secret.name, &name)
+                .await
+                .map(|_| ())
+        }
         Err(source) => Err(Error::Write {
             what: "a generated Secret",
             name: secret.name.clone(),
@@ -307,13 +376,13 @@ async fn generate(
     }
 }
 
-/// Deletes the cluster's objects no longer rendered: those it owns, or
-/// that lost every owner (a restore); never one another owner took.
+/// Deletes the objects created for the cluster that are no longer
+/// rendered; never one it did not create.
 async fn prune(
     ctx: &Context,
     observed: &[Child],
     rendered: &HashSet<(String, String, String)>,
-    uid: &str,
+    cluster: &str,
 ) -> Result<(), Error> {
     for child in observed {
         let object = &child.object;
@@ -322,7 +391,9 @@ async fn prune(
             &child.resource.kind,
             &object.name_any(),
         );
-        if rendered.contains(&key) || !child.ours(uid) || object.meta().deletion_timestamp.is_some()
+        if rendered.contains(&key)
+            || !child.created_for(cluster)
+            || object.meta().deletion_timestamp.is_some()
         {
             continue;
         }

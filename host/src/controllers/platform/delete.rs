@@ -21,8 +21,8 @@ pub(super) async fn delete(
     ctx: &Context,
 ) -> Result<Outcome, Error> {
     let observed = observed(scope, ctx).await?;
-    let uid = scope.object.uid().unwrap_or_default();
-    let ours: Vec<&Child> = observed.iter().filter(|c| c.ours(&uid)).collect();
+    let name = scope.object.name_any();
+    let ours: Vec<&Child> = observed.iter().filter(|c| c.created_for(&name)).collect();
     let clusters: Vec<&Child> = ours
         .iter()
         .copied()

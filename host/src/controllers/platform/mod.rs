@@ -27,6 +27,7 @@ mod compose;
 mod delete;
 pub mod documents;
 mod observe;
+pub mod ownership;
 mod rollup;
 mod spec;
 

@@ -1,5 +1,6 @@
 //! The cluster's objects as the phases read and remove them: from the
-//! label-selected watches of [`Children`](super::children::Children).
+//! label-selected watches of [`Children`](super::children::Children), those
+//! the host created for the cluster.
 
 use kube::ResourceExt as _;
 
@@ -20,11 +21,14 @@ pub(super) async fn observe(
     }
     let kinds = scope.found.kinds.clone();
     let (namespace, name) = (scope.namespace(), scope.object.name_any());
-    let observed = ctx
+    let mut observed = ctx
         .platform
         .of(&kinds, &namespace, &name)
         .await
         .map_err(|e| scope.failed(ConditionType::Composed, Error::Children(e)))?;
+    // Labelled by anyone, created for the cluster by the host alone: only
+    // those are the provider's to read.
+    observed.retain(|child| child.created_for(&name));
     scope.found.documents.observed = observed.iter().map(Child::document).collect();
     scope.found.observed = Some(observed);
     Ok(Outcome::Continue)

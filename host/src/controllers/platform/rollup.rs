@@ -16,6 +16,7 @@ use crate::api::conditions::{self, ConditionType};
 use crate::api::platform::{
     DEFAULT_PHASE_TIMEOUT_SECONDS, NodeGroupStatus, NodeStatus, PlatformClusterStatus, phase,
 };
+use crate::api::status::oversized;
 use crate::api::{CLUSTER_API_GROUP, PlatformCluster, annotations};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -65,7 +66,18 @@ pub(super) async fn roll_up(
     ));
     let now = scope.now.clone();
     let generation = object.metadata.generation;
-    let remaining = record(&mut scope.status, summary, timeout, &now, generation);
+    let mut status = scope.status.clone();
+    let remaining = record(&mut status, summary, timeout, &now, generation);
+    if let Some(size) = oversized(&status) {
+        let violation = Violation {
+            rule: "a summary whose status would be over 512 KiB",
+            field: format!("the status ({size} bytes as JSON)"),
+        };
+        return Err(Error::Guest(
+            ctx.runtime.refused(&provider, EXPORT, violation),
+        ));
+    }
+    scope.status = status;
     Ok(remaining.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 

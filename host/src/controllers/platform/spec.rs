@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use kube::ResourceExt as _;
+
 use super::documents::{self, document};
 use crate::api::conditions::Desired;
 use crate::api::platform::PlatformClusterSpec;
@@ -14,7 +16,7 @@ use crate::controllers::config::ConfigError;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
-use crate::controllers::provider::loading;
+use crate::controllers::provider::{self, loading};
 use crate::controllers::reconciler::Scope;
 use crate::wasm::World;
 use crate::wasm::composed::dns_label;
@@ -109,6 +111,10 @@ pub(super) async fn template(
         return Ok(hold(scope, ConditionType::TemplateAccepted, reason, why));
     }
     let module = &template.spec.provider;
+    if let Some(why) = not_allowed(ctx, &template, &scope.namespace()) {
+        let reason = Reason::NamespaceNotAllowed;
+        return Ok(hold(scope, ConditionType::TemplateAccepted, reason, why));
+    }
     let Some(provider) = ctx.runtime.registry().get(module) else {
         // Served before, not yet by this process (it is starting): the
         // install brings the cluster back, and a cluster at rest says
@@ -165,6 +171,33 @@ pub(super) async fn template(
     scope.found.template = Some(template);
     scope.found.provider = Some(provider);
     Ok(Outcome::Continue)
+}
+
+/// Why clusters of `namespace` may not use `template`: the template, or
+/// the ProviderModule composing it, does not allow the namespace.
+fn not_allowed(ctx: &Context, template: &ClusterTemplate, namespace: &str) -> Option<String> {
+    let caches = &ctx.caches;
+    let name = template.name_any();
+    if !caches.namespace_allowed(template.spec.allowed_namespaces.as_ref(), namespace) {
+        return Some(format!(
+            "spec.templateName: {}",
+            provider::not_allowed("ClusterTemplate", &name, namespace)
+        ));
+    }
+    // A module that does not exist is the next check's to name.
+    let module = &template.spec.provider;
+    let rule = caches
+        .modules
+        .get(None, module)?
+        .spec
+        .allowed_namespaces
+        .clone();
+    (!caches.namespace_allowed(rule.as_ref(), namespace)).then(|| {
+        format!(
+            "ClusterTemplate {name:?}: {}",
+            provider::not_allowed("ProviderModule", module, namespace)
+        )
+    })
 }
 
 #[cfg(test)]

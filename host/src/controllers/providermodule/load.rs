@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use kube::ResourceExt as _;
 
-use super::FETCH_RETRY;
 use super::oci::{self, Fetched, Origin};
 use super::rollout;
 use super::source::fetch;
@@ -18,7 +17,7 @@ use crate::api::{ProviderModule, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::credentials::capabilities;
 use crate::controllers::error::{Error, Retry};
-use crate::controllers::outcome::{Outcome, Wait};
+use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
 use crate::wasm::{self, HttpLimits, Limits, LoadedProvider, ProviderSource, ProviderSpec};
 
@@ -37,14 +36,11 @@ pub(super) async fn load(
 
     let fetched = match &spec.source.oci {
         Some(source) => oci::fetch(scope, ctx, source).await?,
-        None => fetch(ctx, &spec.source)
-            .await
-            .map(|bytes| Fetched {
-                digest: wasm::digest_of(&bytes),
-                source: ProviderSource::Bytes(bytes),
-                origin: None,
-            })
-            .map_err(|message| Wait::after(Reason::FetchFailed, message, FETCH_RETRY)),
+        None => fetch(ctx, &name, spec).await.map(|bytes| Fetched {
+            digest: wasm::digest_of(&bytes),
+            source: ProviderSource::Bytes(bytes),
+            origin: None,
+        }),
     };
     let fetched = match fetched {
         Ok(fetched) => fetched,

@@ -15,7 +15,7 @@ use crate::api::providermodule::{
 };
 use crate::api::{ConditionType, ProviderModule, Reason};
 use crate::controllers::context::Context;
-use crate::controllers::credentials::allowed_secret;
+use crate::controllers::credentials::{allowed_secret, credentials_namespace};
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Wait;
 use crate::controllers::reconciler::Scope;
@@ -406,6 +406,15 @@ async fn key_pem(
             .ok_or_else(|| missing("Secret", selector)));
     }
     if let Some(selector) = &source.config_map {
+        if let Some(wait) = credentials_namespace(
+            ctx,
+            name,
+            "verification key ConfigMap",
+            &selector.namespace,
+            &selector.name,
+        ) {
+            return Ok(Err(wait));
+        }
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &selector.namespace);
         let found = api
             .get_opt(&selector.name)

@@ -33,11 +33,16 @@ const HOST_OWNED: [&str; 4] = [
     "x-amz-content-sha256",
 ];
 
-/// How requests to one host are authenticated.
+/// How requests to one host are authenticated: only those of its scheme,
+/// host and port get the keys; any other request to its host is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostAuth {
-    /// `host` or `host:port`, matched as the allow-list matches.
+    /// `host` or `host:port`; without a port, the scheme's (443, or 80
+    /// over plain HTTP).
     pub host: String,
+    /// Plain HTTP rather than HTTPS: keys sent in clear text, an explicit
+    /// opt-in (a test endpoint on loopback).
+    pub plain_http: bool,
     /// With what.
     pub scheme: Scheme,
 }
@@ -96,9 +101,30 @@ impl Scheme {
 }
 
 impl HostAuth {
-    /// Whether requests to `authority` (`host[:port]`, lower case) are its.
-    pub(crate) fn covers(&self, authority: &str) -> bool {
-        authority_matches(&self.host, authority)
+    /// Whether a request to `authority` (`host[:port]`) is to its host,
+    /// whatever the port.
+    pub(crate) fn names_host(&self, authority: &str) -> bool {
+        host_and_port(&self.host).0 == host_and_port(authority).0
+    }
+
+    /// Whether a request of URI scheme `scheme` to `authority` is its:
+    /// the same scheme, host and port.
+    pub(crate) fn matches(&self, scheme: &str, authority: &str) -> bool {
+        let own = if self.plain_http { "http" } else { "https" };
+        let port = |written: Option<u16>| written.or_else(|| default_port(own));
+        let (host, written) = host_and_port(&self.host);
+        let (requested, requested_port) = host_and_port(authority);
+        scheme.eq_ignore_ascii_case(own)
+            && host == requested
+            && port(written) == requested_port.or_else(|| default_port(scheme))
+    }
+
+    /// What it expects, for people: `https://host:443`.
+    pub fn endpoint(&self) -> String {
+        let own = if self.plain_http { "http" } else { "https" };
+        let (host, port) = host_and_port(&self.host);
+        let port = port.or_else(|| default_port(own)).unwrap_or_default();
+        format!("{own}://{host}:{port}")
     }
 
     /// The keys it reads that `keys` lacks, by name.
@@ -267,10 +293,27 @@ fn sign_v4(
 /// authority, or any port of an allowed bare host (case-insensitive).
 pub(crate) fn authority_matches(allowed: &str, authority: &str) -> bool {
     let authority = authority.to_ascii_lowercase();
-    let host = authority
-        .rsplit_once(':')
-        .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-        .map_or(authority.as_str(), |(host, _)| host);
+    let (host, _) = host_and_port(&authority);
     let allowed = allowed.to_ascii_lowercase();
     allowed == authority || allowed == host
+}
+
+/// `host[:port]` as its host, lower case, and its port if written.
+fn host_and_port(authority: &str) -> (String, Option<u16>) {
+    let authority = authority.to_ascii_lowercase();
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
+            (host.to_owned(), port.parse().ok())
+        }
+        _ => (authority, None),
+    }
+}
+
+/// The port a URI of `scheme` means when it writes none.
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme.to_ascii_lowercase().as_str() {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    }
 }

@@ -23,7 +23,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::super::limits::{Capabilities, HttpLimits};
 use super::super::metrics::Metrics;
-use super::auth::{self, Keys};
+use super::auth::{self, HostAuth, Keys};
 
 /// No single HTTP phase may take longer, whatever the guest asks for.
 const MAX_PHASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -127,6 +127,41 @@ impl EgressPolicy {
         self.tally().refused(limit);
     }
 
+    /// Where a request to `uri` goes (its authority) and how it is
+    /// authenticated: by its host's rule, or not at all. Refused (and
+    /// counted) if its host is not allowed, or has a rule the request does
+    /// not match in scheme, host and port.
+    fn destination(&self, uri: &http::Uri) -> Result<(String, Option<HostAuth>), ()> {
+        let authority = uri
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default();
+        if !self.egress.capabilities.allows(&authority) {
+            self.refused("host");
+            tracing::warn!(
+                provider = &*self.provider,
+                authority,
+                "refused outgoing HTTP request to a host the provider may not reach"
+            );
+            return Err(());
+        }
+        let scheme = uri.scheme_str().unwrap_or_default();
+        match self.egress.capabilities.auth_for(scheme, &authority) {
+            Ok(auth) => Ok((authority, auth.cloned())),
+            Err(rule) => {
+                self.refused("credential_rule");
+                tracing::warn!(
+                    provider = &*self.provider,
+                    scheme,
+                    authority,
+                    rule = rule.endpoint(),
+                    "refused outgoing HTTP request to a host with a credential rule it does not match"
+                );
+                Err(())
+            }
+        }
+    }
+
     fn tally(&self) -> Tally {
         Tally {
             metrics: self.egress.metrics.clone(),
@@ -167,20 +202,12 @@ impl WasiHttpHooks for EgressPolicy {
         options: Option<RequestOptions>,
         _io: Io,
     ) -> Sent {
-        let authority = request
-            .uri()
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .unwrap_or_default();
-        if !self.egress.capabilities.allows(&authority) {
-            self.refused("host");
-            tracing::warn!(
-                provider = &*self.provider,
-                authority,
-                "refused outgoing HTTP request to a host the provider may not reach"
-            );
+        // Only to allowed hosts; authenticated by the host, or not at all: a
+        // host with a rule never gets the request unauthenticated, nor the
+        // keys anywhere but the rule's scheme, host and port.
+        let Ok((authority, auth)) = self.destination(request.uri()) else {
             return Box::new(async { Err(Error::HttpRequestDenied) });
-        }
+        };
         // A body the request says is too large is refused before it is sent.
         let max_body = self.egress.limits.max_request_body_bytes;
         let declared = content_length(request.headers());
@@ -200,9 +227,6 @@ impl WasiHttpHooks for EgressPolicy {
                 return Box::new(async { Err(Error::ConnectionLimitReached) });
             }
         };
-        // Authenticated by the host, or not at all: a host with a rule
-        // never gets the request unauthenticated.
-        let auth = self.egress.capabilities.auth_for(&authority).cloned();
         let keys = self.keys.clone();
         let rejected = self.rejected.clone();
         let limits = self.egress.limits;
