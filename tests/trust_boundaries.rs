@@ -10,20 +10,22 @@ use std::collections::BTreeMap;
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use capwasm::api::providermodule::{BearerToken, ModuleCapabilities, RequestAuth, SecretReference, World};
+use capwasm::api::providermodule::{
+    BearerToken, ModuleCapabilities, RequestAuth, SecretReference, World,
+};
 use capwasm::api::tenancy::AllowedNamespaces;
-use capwasm::api::{HasStatus as _, ObjectStatus as _, ProviderModule, WasmCluster};
+use capwasm::api::{ObjectStatus as _, ProviderModule, WasmCluster};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::{self, ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
 use k8s_openapi::api::core::v1::{Node, NodeSpec};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
+use testenv::CREDENTIALS_NAMESPACE;
 use testenv::flows::{
     Providers, Scenario, condition, create, create_pool, credentials_secret, wait_for,
     wait_for_event, wait_for_module,
 };
-use testenv::CREDENTIALS_NAMESPACE;
 
 /// Creates ProviderModule `module` and waits until it is in service.
 async fn serve(client: &Client, module: ProviderModule) {
@@ -101,30 +103,43 @@ async fn a_provider_claiming_nodes_it_did_not_make_is_refused_and_no_node_is_tou
     let control_plane = format!("kind://docker/kind/cp-{ns}");
     let worker = format!("kind://docker/kind/worker-{ns}");
     for made in [
-        node(&format!("cp-{ns}"), &control_plane, &[("node-role.kubernetes.io/control-plane", "")]),
+        node(
+            &format!("cp-{ns}"),
+            &control_plane,
+            &[("node-role.kubernetes.io/control-plane", "")],
+        ),
         node(&format!("worker-{ns}"), &worker, &[]),
     ] {
         nodes.create(&PostParams::default(), &made).await.unwrap();
     }
-    let before: Vec<Node> = [format!("cp-{ns}"), format!("worker-{ns}")]
-        .iter()
-        .map(|name| nodes.get(name))
-        .collect::<futures::stream::FuturesOrdered<_>>()
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let mut before = Vec::new();
+    for name in [format!("cp-{ns}"), format!("worker-{ns}")] {
+        before.push(nodes.get(&name).await.unwrap());
+    }
 
     // One module declares another scheme; the other declares kind's, so
     // only the control plane's role can refuse its claim.
     let (elsewhere, same_scheme) = (format!("{ns}-hostile"), format!("{ns}-kind"));
     serve(client, claiming(&elsewhere, "hostile://")).await;
     serve(client, claiming(&same_scheme, "kind://")).await;
-    let bootstrap = scenario.stack.objects.providers(&scenario.modules).bootstrap;
+    let bootstrap = scenario
+        .stack
+        .objects
+        .providers(&scenario.modules)
+        .bootstrap;
     let cases = [
-        ("other", &elsewhere, &worker, "outside the module's capabilities.providerIDPrefix"),
-        ("cp", &same_scheme, &control_plane, "the providerID of a control-plane Node"),
+        (
+            "other",
+            &elsewhere,
+            &worker,
+            "outside the module's capabilities.providerIDPrefix",
+        ),
+        (
+            "cp",
+            &same_scheme,
+            &control_plane,
+            "the providerID of a control-plane Node",
+        ),
     ];
     for (pool, module, claimed, _) in cases {
         let providers = Providers {
@@ -139,7 +154,10 @@ async fn a_provider_claiming_nodes_it_did_not_make_is_refused_and_no_node_is_tou
     }
     for (pool, _, claimed, rule) in cases {
         let message = not_ready(&scenario.apis.infra_pools, pool, "InvalidProviderResult").await;
-        assert!(message.contains(rule) && message.contains(claimed), "{message}");
+        assert!(
+            message.contains(rule) && message.contains(claimed),
+            "{message}"
+        );
         let recorded = scenario.apis.infra_pools.get(pool).await.unwrap();
         assert!(recorded.spec.provider_id_list.is_empty(), "{recorded:?}");
         let machine_pool = scenario.apis.pools.get(pool).await.unwrap();
@@ -158,12 +176,16 @@ async fn a_provider_claiming_nodes_it_did_not_make_is_refused_and_no_node_is_tou
             .unwrap();
     }
     for pool in ["other", "cp"] {
-        wait_for(&scenario.apis.pools, pool, "the pool is gone", |p| p.is_none()).await;
+        wait_for(&scenario.apis.pools, pool, "the pool is gone", |p| {
+            p.is_none()
+        })
+        .await;
     }
     for node in before {
         let now = nodes.get(&node.name_any()).await.unwrap();
         assert_eq!(
-            now.metadata.resource_version, node.metadata.resource_version,
+            now.metadata.resource_version,
+            node.metadata.resource_version,
             "Node {} is exactly as it was",
             node.name_any()
         );
@@ -188,23 +210,37 @@ async fn a_namespace_a_provider_module_does_not_allow_gets_a_condition_and_no_ca
     .allowed_namespaces(Some(AllowedNamespaces::named(&["someone-else"])))
     .build();
     serve(client, module).await;
-    create(client, &objects::wasm_cluster(ns, "c", &name, json!({ "requests": [] })))
-        .await
-        .unwrap();
-    create(client, &ClusterBuilder::new(ns, "c").endpoint("127.0.0.1", 6443).build())
-        .await
-        .unwrap();
+    create(
+        client,
+        &objects::wasm_cluster(ns, "c", &name, json!({ "requests": [] })),
+    )
+    .await
+    .unwrap();
+    create(
+        client,
+        &ClusterBuilder::new(ns, "c")
+            .endpoint("127.0.0.1", 6443)
+            .build(),
+    )
+    .await
+    .unwrap();
     let infra = Api::<WasmCluster>::namespaced(client.clone(), ns);
     let message = not_ready(&infra, "c", "NamespaceNotAllowed").await;
     assert!(
-        message.contains(&format!("ProviderModule {name:?} does not allow namespace {ns:?}")),
+        message.contains(&format!(
+            "ProviderModule {name:?} does not allow namespace {ns:?}"
+        )),
         "{message}"
     );
     let event = wait_for_event(client, ns, "c", "NamespaceNotAllowed").await;
     assert!(event.contains("allowedNamespaces"), "{event}");
     let served = infra.get("c").await.unwrap();
     assert!(
-        served.status.as_ref().and_then(|s| s.common.served_by.as_ref()).is_none(),
+        served
+            .status
+            .as_ref()
+            .and_then(|s| s.common.served_by.as_ref())
+            .is_none(),
         "no call was made: {served:?}"
     );
 
@@ -213,12 +249,20 @@ async fn a_namespace_a_provider_module_does_not_allow_gets_a_condition_and_no_ca
     let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
     let label = json!({ "metadata": { "labels": { "tenant.example.com/tier": "gold" } } });
     namespaces
-        .patch(ns, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(label))
+        .patch(
+            ns,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(label),
+        )
         .await
         .unwrap();
     let selector = json!({ "spec": { "allowedNamespaces": { "selector": { "matchLabels": { "tenant.example.com/tier": "gold" } } } } });
     Api::<ProviderModule>::all(client.clone())
-        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(selector))
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(selector),
+        )
         .await
         .unwrap();
     let message = not_ready(&infra, "c", "ProviderFailed").await;
@@ -248,7 +292,10 @@ async fn a_namespace_a_cluster_template_does_not_allow_renders_nothing() {
     .await;
     for (name, rule) in [
         (format!("{ns}-none"), None),
-        (format!("{ns}-other"), Some(AllowedNamespaces::named(&["someone-else"]))),
+        (
+            format!("{ns}-other"),
+            Some(AllowedNamespaces::named(&["someone-else"])),
+        ),
     ] {
         let template = ClusterTemplate::new(
             &name,
@@ -276,13 +323,18 @@ async fn a_namespace_a_cluster_template_does_not_allow_renders_nothing() {
         cluster.metadata.namespace = Some(ns.clone());
         create(client, &cluster).await.unwrap();
         let clusters = Api::<PlatformCluster>::namespaced(client.clone(), ns);
-        let held = wait_for(&clusters, &cluster_name, "the template is not allowed", |c| {
-            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "TemplateAccepted" && c.reason == "NamespaceNotAllowed")
-            })
-        })
+        let held = wait_for(
+            &clusters,
+            &cluster_name,
+            "the template is not allowed",
+            |c| {
+                c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "TemplateAccepted" && c.reason == "NamespaceNotAllowed")
+                })
+            },
+        )
         .await
         .unwrap();
         let message = held
@@ -294,16 +346,26 @@ async fn a_namespace_a_cluster_template_does_not_allow_renders_nothing() {
             .unwrap()
             .message;
         assert!(
-            message.contains(&format!("ClusterTemplate {name:?} does not allow namespace {ns:?}")),
+            message.contains(&format!(
+                "ClusterTemplate {name:?} does not allow namespace {ns:?}"
+            )),
             "{message}"
         );
     }
-    let rendered = scenario.apis.clusters.list(&Default::default()).await.unwrap();
+    let rendered = scenario
+        .apis
+        .clusters
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap();
     assert!(rendered.items.is_empty(), "nothing was rendered");
 }
 
 /// Records the Authorization header of every POST to `/`; its address.
-async fn recorder() -> (std::net::SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>) {
+async fn recorder() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();
     let app = Router::new().route(
@@ -360,29 +422,42 @@ async fn a_bearer_token_never_reaches_another_port_or_goes_over_plain_http() {
         });
         module
     };
-    let (https_rule, http_rule) = (format!("{ns}-https"), format!("{ns}-http"));
-    serve(client, module(&https_rule, false)).await;
-    serve(client, module(&http_rule, true)).await;
+    let (for_https, for_plain) = (format!("{ns}-https"), format!("{ns}-http"));
+    serve(client, module(&for_https, false)).await;
+    serve(client, module(&for_plain, true)).await;
     let cases = [
-        ("to-other-port", &http_rule, other, "HttpRequestDenied"),
-        ("plain-to-https-rule", &https_rule, ruled, "HttpRequestDenied"),
-        ("as-ruled", &http_rule, ruled, "AllAnswered"),
+        ("to-other-port", &for_plain, other, "HttpRequestDenied"),
+        (
+            "plain-to-https-rule",
+            &for_https,
+            ruled,
+            "HttpRequestDenied",
+        ),
+        ("as-ruled", &for_plain, ruled, "AllAnswered"),
     ];
     for (name, module, target, _) in cases {
         let config = json!({ "requests": [{ "url": format!("http://{target}/") }] });
         create(client, &objects::wasm_cluster(ns, name, module, config))
             .await
             .unwrap();
-        create(client, &ClusterBuilder::new(ns, name).endpoint("127.0.0.1", 6443).build())
-            .await
-            .unwrap();
+        create(
+            client,
+            &ClusterBuilder::new(ns, name)
+                .endpoint("127.0.0.1", 6443)
+                .build(),
+        )
+        .await
+        .unwrap();
     }
     let infra = Api::<WasmCluster>::namespaced(client.clone(), ns);
     for (name, _, _, said) in cases {
         let message = not_ready(&infra, name, "ProviderFailed").await;
         assert!(message.contains(said), "{name}: {message}");
     }
-    assert!(seen_other.lock().unwrap().is_empty(), "nothing reached the other port");
+    assert!(
+        seen_other.lock().unwrap().is_empty(),
+        "nothing reached the other port"
+    );
     let ruled = seen_ruled.lock().unwrap().clone();
     assert_eq!(
         ruled,
