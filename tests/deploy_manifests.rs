@@ -713,11 +713,12 @@ fn pod_template(manifests: &[Manifest]) -> PodTemplateSpec {
 fn the_network_policy_admits_the_webhook_and_metrics_ports_of_the_operator_pods() {
     for variant in [STANDALONE, PROVIDER_MODE, SHARDED] {
         let manifests = rendered(variant);
-        let policy: NetworkPolicy = manifests
+        let manifest = manifests
             .iter()
             .find(|m| m.kind() == "NetworkPolicy")
-            .map(|m| serde_json::from_value(serde_json::to_value(&m.object).unwrap()).unwrap())
             .unwrap_or_else(|| panic!("deploy/{variant} has no NetworkPolicy"));
+        let policy: NetworkPolicy =
+            serde_json::from_value(serde_json::to_value(&manifest.object).unwrap()).unwrap();
         let spec = policy.spec.expect("a NetworkPolicy spec");
         let template = pod_template(&manifests);
         let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();

@@ -8,8 +8,7 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use testenv::flows::{
-    Apis, WAIT, create_v1beta1, v1beta1_api, v1beta1_cluster, wait_for, wait_for_cluster,
-    wait_for_pool,
+    Apis, WAIT, create_v1beta1, v1beta1_api, v1beta1_cluster, wait_for_cluster, wait_for_pool,
 };
 use testenv::install::Install;
 

@@ -304,7 +304,8 @@ async fn admit(State(handlers): State<Handlers>, request: Request) -> Response {
         let judged = handlers.admission.review(review).await;
         Ok(json(serde_json::to_vec(&judged).unwrap_or_default(), turn))
     };
-    handlers.within_time(answer).await
+    // A judgement awaits API calls and a provider's: its future is large.
+    handlers.within_time(Box::pin(answer)).await
 }
 
 impl Handlers {
