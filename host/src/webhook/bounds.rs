@@ -14,8 +14,8 @@ pub const MAX_BODY: usize = 3 << 20;
 
 /// The most JSON values (keys included) one object may hold before it is
 /// built: a MachinePool of 5,000 replicas (Kubernetes' largest cluster)
-/// holds ~60,000, and 100,000 bound its tree to ~10 MiB however small the
-/// values are.
+/// holds ~60,000, and 100,000 bound its tree to ~5 MiB however small the
+/// values are (a conversion holds about three such trees at once).
 pub const MAX_VALUES: usize = 100_000;
 
 /// Why a document was not built.

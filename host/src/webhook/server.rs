@@ -73,8 +73,8 @@ impl Default for Limits {
         Self {
             // The API server keeps a few connections per replica; 256 hold at most ~20 MiB of buffers.
             connections: 256,
-            // A turn holds ≤ 3 MiB of body, one object's tree (≤ ~10 MiB) and a response; a conversion takes ms.
-            turns: 4,
+            // A turn holds up to ~18 MiB (body, an object's trees, response: benches/webhook_parse.rs); a conversion takes ms.
+            turns: 2,
             // The API server's own limit on request bodies: it sends nothing longer.
             body: bounds::MAX_BODY,
             // The API server's handshake takes milliseconds; 10 s frees the slot of a client that never speaks.
