@@ -1,7 +1,8 @@
 //! `deploy/`, rendered by kustomize as `kubectl apply -k` does: every
 //! manifest (and every CRD) applies, the operator does its whole job holding
 //! exactly the ClusterRole there, the Deployment's arguments are ones
-//! `capwasm run` accepts, and `deploy/provider-mode/` is the same install
+//! `capwasm run` accepts, the NetworkPolicy lets in what the operator
+//! serves and nothing else, and `deploy/provider-mode/` is the same install
 //! beside upstream Cluster API's core.
 
 use std::collections::BTreeSet;
@@ -15,7 +16,9 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodTemplateSpec, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, PatchParams, PostParams,
 };
@@ -649,10 +652,7 @@ fn deployment_args_are_accepted_by_capwasm_run() {
             .and_then(|p| p.http_get.as_ref())
             .unwrap_or_else(|| panic!("no HTTP probe of {path}"));
         assert_eq!(get.path.as_deref(), Some(path));
-        assert_eq!(
-            get.port,
-            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into())
-        );
+        assert_eq!(get.port, IntOrString::String("metrics".into()));
     }
 
     // The cache is writable although the root filesystem is not: it is
@@ -681,6 +681,113 @@ fn deployment_args_are_accepted_by_capwasm_run() {
         volume.empty_dir.is_some(),
         "the cache volume is an emptyDir"
     );
+}
+
+/// The port `capwasm run` listens on for `--<flag>=ADDR` among `args`.
+fn listening_port(args: &[String], flag: &str) -> i32 {
+    let address: std::net::SocketAddr = args
+        .iter()
+        .find_map(|a| a.strip_prefix(&format!("--{flag}=")))
+        .unwrap_or_else(|| panic!("no --{flag}=…"))
+        .parse()
+        .unwrap();
+    i32::from(address.port())
+}
+
+/// The pod template of the install's Deployment, or of its StatefulSet.
+fn pod_template(manifests: &[Manifest]) -> PodTemplateSpec {
+    let manifest = manifests
+        .iter()
+        .find(|m| m.kind() == "Deployment" || m.kind() == "StatefulSet")
+        .expect("a Deployment or StatefulSet");
+    let spec = serde_json::to_value(&manifest.object).unwrap()["spec"]["template"].clone();
+    serde_json::from_value(spec).expect("a pod template")
+}
+
+/// Each install's NetworkPolicy selects the operator's pods and lets in
+/// connections from anywhere (the API server calls from addresses no
+/// selector names) on exactly two ports: the webhook's, where
+/// `--webhook-bind-address` listens and the webhook Service points, and the
+/// metrics port, where `/metrics`, the probes and the metrics Service go.
+#[test]
+fn the_network_policy_admits_the_webhook_and_metrics_ports_of_the_operator_pods() {
+    for variant in [STANDALONE, PROVIDER_MODE, SHARDED] {
+        let manifests = rendered(variant);
+        let manifest = manifests
+            .iter()
+            .find(|m| m.kind() == "NetworkPolicy")
+            .unwrap_or_else(|| panic!("deploy/{variant} has no NetworkPolicy"));
+        let policy: NetworkPolicy =
+            serde_json::from_value(serde_json::to_value(&manifest.object).unwrap()).unwrap();
+        let spec = policy.spec.expect("a NetworkPolicy spec");
+        let template = pod_template(&manifests);
+        let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+        let selector = spec.pod_selector.unwrap_or_default();
+        assert!(
+            selector.match_expressions.is_none(),
+            "{variant}: {selector:?}"
+        );
+        let wanted = selector.match_labels.unwrap_or_default();
+        assert!(
+            !wanted.is_empty() && wanted.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "deploy/{variant}: the NetworkPolicy selects {wanted:?}, the pods are {labels:?}"
+        );
+        assert_eq!(spec.policy_types, Some(vec!["Ingress".to_owned()]));
+
+        let container = template
+            .spec
+            .expect("a pod spec")
+            .containers
+            .into_iter()
+            .find(|c| {
+                c.args
+                    .as_ref()
+                    .is_some_and(|a| a.first().is_some_and(|a| a == "run"))
+            })
+            .expect("a container running `capwasm run`");
+        // A port by number, or by the name of one of the container's ports.
+        let resolve = |port: &IntOrString| match port {
+            IntOrString::Int(number) => *number,
+            IntOrString::String(name) => {
+                container
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.name.as_deref() == Some(name.as_str()))
+                    .unwrap_or_else(|| panic!("deploy/{variant}: the container has no port {name}"))
+                    .container_port
+            }
+        };
+        let mut admitted = BTreeSet::new();
+        for rule in spec.ingress.iter().flatten() {
+            assert!(
+                rule.from.as_ref().is_none_or(Vec::is_empty),
+                "deploy/{variant}: {rule:?} admits only some sources"
+            );
+            for port in rule.ports.iter().flatten() {
+                assert_eq!(port.protocol.as_deref(), Some("TCP"));
+                admitted.insert(resolve(port.port.as_ref().expect("a port")));
+            }
+        }
+        let args = kubelet_args(&container);
+        let listening = BTreeSet::from([
+            listening_port(&args, "webhook-bind-address"),
+            listening_port(&args, "metrics-bind-address"),
+        ]);
+        assert_eq!(admitted, listening, "deploy/{variant}");
+        for manifest in manifests.iter().filter(|m| m.kind() == "Service") {
+            let service: Service =
+                serde_json::from_value(serde_json::to_value(&manifest.object).unwrap()).unwrap();
+            for port in service.spec.and_then(|s| s.ports).unwrap_or_default() {
+                let target = resolve(port.target_port.as_ref().expect("a targetPort"));
+                assert!(
+                    admitted.contains(&target),
+                    "deploy/{variant}: {} sends to port {target}, which the NetworkPolicy refuses",
+                    manifest.describe()
+                );
+            }
+        }
+    }
 }
 
 /// The RBAC objects of `deploy/`, applied for real.

@@ -5,41 +5,16 @@
 
 use std::time::Duration;
 
-use capwasm::api::{Cluster, MachinePool};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, CustomResourceExt as _};
 use serde_json::json;
 use testenv::flows::{
-    Apis, WAIT, create_v1beta1, v1beta1_api, v1beta1_cluster, wait_for, wait_for_cluster,
-    wait_for_pool,
+    Apis, WAIT, create_v1beta1, v1beta1_api, v1beta1_cluster, wait_for_cluster, wait_for_pool,
 };
-use testenv::install::{Core, Install};
-
-/// Capwasm alone, once the operator has pointed both CRDs at its webhook.
-async fn standalone(prefix: &str) -> Install {
-    let install = Box::pin(Install::with_core(prefix, Core::Capwasm)).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(install.client.clone());
-    for name in [Cluster::crd_name(), MachinePool::crd_name()] {
-        wait_for(
-            &crds,
-            name,
-            "the CRD converts through the webhook's URL",
-            |crd| {
-                crd.and_then(|c| c.spec.conversion.as_ref())
-                    .and_then(|c| c.webhook.as_ref())
-                    .and_then(|w| w.client_config.as_ref())
-                    .is_some_and(|c| c.url.is_some() && c.ca_bundle.is_some())
-            },
-        )
-        .await;
-    }
-    install
-}
+use testenv::install::Install;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v1beta1_manifests_run_scale_and_read_back_in_both_versions() {
-    let install = standalone("v1beta1").await;
+    let install = Install::standalone("v1beta1").await;
     let (client, ns) = (&install.client, &install.ns);
     install.v1beta1_cluster_and_pool("c1", "pool").await;
 
@@ -98,7 +73,7 @@ async fn v1beta1_manifests_run_scale_and_read_back_in_both_versions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v1beta1_object_that_cannot_be_converted_is_refused_naming_the_field() {
-    let install = standalone("refused").await;
+    let install = Install::standalone("refused").await;
     let (client, ns) = (&install.client, &install.ns);
     let mut cluster = v1beta1_cluster(ns, "c1");
     cluster["spec"]["infrastructureRef"]["apiVersion"] = json!("v1");
@@ -125,7 +100,7 @@ async fn a_v1beta1_object_that_cannot_be_converted_is_refused_naming_the_field()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_webhook_down_the_api_server_names_it_and_the_operator_says_why() {
-    let mut install = standalone("down").await;
+    let mut install = Install::standalone("down").await;
     let (client, ns) = (install.client.clone(), install.ns.clone());
     install.cluster("c1").await;
     let clusters = v1beta1_api(&client, &ns, "Cluster");

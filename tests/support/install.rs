@@ -7,10 +7,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kube::Client;
+use capwasm::api::{Cluster, MachinePool};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client, CustomResourceExt as _};
 
 use crate::flows::{
     Modules, Objects, create_pool_providers, create_v1beta1, v1beta1_cluster, v1beta1_pool,
+    wait_for,
 };
 use crate::operator::{Launch, OperatorProcess};
 use crate::upstream::{UpstreamBuild, UpstreamManager};
@@ -121,6 +124,40 @@ impl Install {
         create_v1beta1(client, ns, &v1beta1_pool(ns, pool, cluster, 2))
             .await
             .expect("a v1beta1 MachinePool");
+    }
+
+    /// capwasm alone, once the operator has pointed the Cluster and
+    /// MachinePool CRDs at its conversion webhook.
+    ///
+    /// # Panics
+    ///
+    /// If any part cannot start, or the CRDs are not pointed at the webhook
+    /// in time.
+    pub async fn standalone(prefix: &str) -> Self {
+        let install = Box::pin(Self::with_core(prefix, Core::Capwasm)).await;
+        let crds: Api<CustomResourceDefinition> = Api::all(install.client.clone());
+        for name in [Cluster::crd_name(), MachinePool::crd_name()] {
+            wait_for(
+                &crds,
+                name,
+                "the CRD converts through the webhook's URL",
+                |crd| {
+                    crd.and_then(|c| c.spec.conversion.as_ref())
+                        .and_then(|c| c.webhook.as_ref())
+                        .and_then(|w| w.client_config.as_ref())
+                        .is_some_and(|c| c.url.is_some() && c.ca_bundle.is_some())
+                },
+            )
+            .await;
+        }
+        install
+    }
+
+    /// Where `capwasm run` serves its webhook (`host:port`), when it does.
+    pub fn webhook_address(&self) -> Option<&str> {
+        self.args
+            .iter()
+            .find_map(|a| a.strip_prefix("--webhook-bind-address="))
     }
 
     /// Upstream's core with capwasm's providers, objects in namespace

@@ -269,19 +269,44 @@ impl OperatorProcess {
         self.child.id().expect("the process is running")
     }
 
-    /// The most memory the process has held resident so far (VmHWM), in bytes.
+    /// The most memory the process has held resident so far (VmHWM), in
+    /// bytes: since it started, or since [`OperatorProcess::reset_peak_rss`].
     ///
     /// # Panics
     ///
     /// If `/proc` does not say.
     pub fn peak_rss_bytes(&self) -> u64 {
+        self.status_bytes("VmHWM:")
+    }
+
+    /// The memory the process holds resident now (VmRSS), in bytes.
+    ///
+    /// # Panics
+    ///
+    /// If `/proc` does not say.
+    pub fn rss_bytes(&self) -> u64 {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// Starts [`OperatorProcess::peak_rss_bytes`] again from what the
+    /// process holds now (Linux's `clear_refs` 5).
+    ///
+    /// # Panics
+    ///
+    /// If `/proc` refuses.
+    pub fn reset_peak_rss(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5")
+            .expect("the process's peak RSS reset");
+    }
+
+    fn status_bytes(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("the process's status");
         let kib = status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .expect("VmHWM in /proc/<pid>/status");
+            .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"));
         kib * 1024
     }
 

@@ -1,6 +1,6 @@
 //! Reconcile figures for Prometheus: runs, durations, failures and API
-//! writes, by controller, and every request to the API server. Labels come
-//! from closed sets.
+//! writes, by controller, every request to the API server, and what the
+//! webhook refused. Labels come from closed sets.
 
 use std::time::Instant;
 
@@ -30,6 +30,11 @@ struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     controller: &'static str,
     what: &'static str,
@@ -43,6 +48,7 @@ pub struct Metrics {
     writes: Family<WriteLabels, Counter>,
     duration: Family<ControllerLabels, Histogram>,
     watch_errors: Family<ResourceLabels, Counter>,
+    webhook_refusals: Family<RefusalLabels, Counter>,
     /// Every request to the management API server.
     pub requests: ApiRequests,
 }
@@ -54,6 +60,7 @@ impl Default for Metrics {
             failures: Family::default(),
             writes: Family::default(),
             watch_errors: Family::default(),
+            webhook_refusals: Family::default(),
             requests: ApiRequests::default(),
             // 1 ms to ~30 s.
             duration: Family::new_with_constructor(|| {
@@ -65,7 +72,8 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Creates the families and registers them under `capwasm_reconcile_*`,
-    /// `capwasm_watch_errors`, `capwasm_api_requests` and `capwasm_api_writes`.
+    /// `capwasm_watch_errors`, `capwasm_api_requests`, `capwasm_api_writes`
+    /// and `capwasm_webhook_refused`.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
         registry.register(
@@ -93,6 +101,11 @@ impl Metrics {
             "capwasm_api_writes",
             "Writes to the management API server, by controller and what was written",
             metrics.writes.clone(),
+        );
+        registry.register(
+            "capwasm_webhook_refused",
+            "Connections and requests the webhook server refused or closed, by reason",
+            metrics.webhook_refusals.clone(),
         );
         metrics
     }
@@ -133,6 +146,20 @@ impl Metrics {
             .get(&ResourceLabels {
                 resource: resource.to_owned(),
             })
+            .map_or(0, |c| c.get())
+    }
+
+    /// Counts a connection or request the webhook refused for `reason`.
+    pub fn webhook_refused(&self, reason: &'static str) {
+        self.webhook_refusals
+            .get_or_create(&RefusalLabels { reason })
+            .inc();
+    }
+
+    /// Connections and requests the webhook refused for `reason` so far.
+    pub fn webhook_refusals(&self, reason: &'static str) -> u64 {
+        self.webhook_refusals
+            .get(&RefusalLabels { reason })
             .map_or(0, |c| c.get())
     }
 

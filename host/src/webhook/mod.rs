@@ -12,6 +12,7 @@
 //! ValidatingWebhookConfiguration with the same CA.
 
 pub mod admission;
+pub mod bounds;
 mod certs;
 mod inject;
 mod review;
@@ -32,7 +33,7 @@ pub use admission::Admission;
 pub use certs::{ServingCert, generate as generate_cert};
 pub use inject::{ADMISSION_CONFIGURATION, point_crds_at, register_admission};
 pub use review::{Converter, review};
-pub use server::Server;
+pub use server::{Limits, Server};
 
 /// How long between two attempts when the certificate or the CRDs cannot be
 /// written: the webhook is not served meanwhile, v1beta2 is unaffected.
@@ -98,7 +99,8 @@ pub enum Error {
 /// that fails is logged with its cause and tried again, so the operator
 /// runs on with v1beta2 (and the controller's judgement of template
 /// changes) while the webhook cannot be served. `metrics` count the CRD
-/// watch's failures; `runtime` holds the platform providers admission asks.
+/// watch's failures and what the server refuses; `runtime` holds the
+/// platform providers admission asks.
 pub async fn run(
     client: kube::Client,
     settings: Settings,
@@ -112,12 +114,20 @@ pub async fn run(
         }
     };
     let crds = crate::controllers::cache::crds(&client);
-    let watching = tokio::spawn(crds.run(metrics));
+    let watching = tokio::spawn(crds.run(metrics.clone()));
     crds.ready().await;
     let convert = converter(crds.store().clone());
     let admission = Admission::new(client.clone(), runtime);
     let server = loop {
-        match Server::bind(settings.bind, &cert, convert.clone(), admission.clone()).await {
+        let bound = Server::bind(
+            settings.bind,
+            &cert,
+            convert.clone(),
+            admission.clone(),
+            Limits::default(),
+            metrics.clone(),
+        );
+        match bound.await {
             Ok(server) => break server,
             Err(error) => not_serving(&error).await,
         }
