@@ -19,6 +19,7 @@ use crate::api::{MachinePool, WEBHOOK_PATH, WebhookClient};
 use crate::controllers::shard::{Shard, ShardError};
 use crate::controllers::{Controllers, Settings};
 use crate::leader::{self, Election};
+use crate::oci::Puller;
 use crate::operator::{Config, Operator};
 use crate::wasm::{PrecompiledCache, RuntimeSettings};
 use crate::webhook;
@@ -72,6 +73,12 @@ pub struct Args {
     #[arg(long, default_value_t = 16, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// How long one pull of a ProviderModule's OCI image may take, its
+    /// tag, manifest, signatures and component together; a registry still
+    /// sending then is given up on (`PullTimedOut`).
+    #[arg(long, default_value_t = 60, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    oci_pull_deadline_seconds: u32,
     /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -166,6 +173,10 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             },
             shard,
             concurrency: args.concurrency,
+            oci: Puller {
+                deadline: Duration::from_secs(u64::from(args.oci_pull_deadline_seconds)),
+                ..Puller::default()
+            },
             ..Settings::default()
         },
         runtime: runtime_settings(args),

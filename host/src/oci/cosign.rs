@@ -1,9 +1,14 @@
 //! cosign signatures checked with public keys: the `sha256-<hex>.sig`
 //! manifest cosign stores beside an image, each layer a simple-signing
-//! payload naming the digest it signs, with an ECDSA P-256 signature of it
-//! in the layer's annotation. Keyless (Fulcio certificates, Rekor entries)
-//! needs those services, which this design leaves room for but does not
-//! reach.
+//! payload naming the digest and the repository it signs, with an ECDSA
+//! P-256 signature of it in the layer's annotation. Keyless (Fulcio
+//! certificates, Rekor entries) needs those services, which this design
+//! leaves room for but does not reach.
+//!
+//! The repository is checked as well as the digest, as containers/image
+//! (podman, CRI-O) checks it and cosign's own `verify` does not: a
+//! signature of a digest in one repository says nothing of the same
+//! digest pushed to another, whose tags someone else may move.
 
 use base64::Engine as _;
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -14,7 +19,7 @@ use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use super::{Error, Session, SignatureError};
+use super::{Error, ImageRef, Session, SignatureError};
 
 /// The annotation holding a layer's signature, base64.
 const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
@@ -82,7 +87,14 @@ struct Payload {
 
 #[derive(Deserialize)]
 struct Critical {
+    identity: Option<Identity>,
     image: SignedImage,
+}
+
+#[derive(Deserialize)]
+struct Identity {
+    #[serde(rename = "docker-reference")]
+    docker_reference: String,
 }
 
 #[derive(Deserialize)]
@@ -135,16 +147,18 @@ pub async fn verify_signature(
     if signatures.is_empty() {
         return Err(SignatureError::NotSigned { image: by_digest });
     }
-    check(&by_digest, digest, &signatures, keys)
+    check(image, digest, &signatures, keys)
 }
 
-/// The verdict on `signatures` (base64 signature, payload) of `digest`.
+/// The verdict on `signatures` (base64 signature, payload) of `digest` in
+/// `image`'s repository.
 fn check(
-    image: &str,
+    image: &ImageRef,
     digest: &str,
     signatures: &[(String, Vec<u8>)],
     keys: &[PublicKey],
 ) -> Result<Signed, SignatureError> {
+    let by_digest = image.by_digest(digest);
     let mut mismatch = None;
     for (signature, payload) in signatures {
         let Some(signature) = decode(signature) else {
@@ -154,25 +168,41 @@ fn check(
             if key.key.verify(payload, &signature).is_err() {
                 continue;
             }
-            let signed = serde_json::from_slice::<Payload>(payload).map_or_else(
-                |_| "a payload naming no digest".into(),
-                |p| p.critical.image.docker_manifest_digest,
-            );
-            if signed == digest {
+            let critical = serde_json::from_slice::<Payload>(payload)
+                .ok()
+                .map(|p| p.critical);
+            let signed_digest = critical
+                .as_ref()
+                .map(|c| c.image.docker_manifest_digest.as_str());
+            let signed_repository = critical
+                .as_ref()
+                .and_then(|c| c.identity.as_ref())
+                .map(|i| i.docker_reference.as_str());
+            let refusal = if signed_digest != Some(digest) {
+                SignatureError::DigestMismatch {
+                    image: by_digest.clone(),
+                    key: key.name.clone(),
+                    signed: signed_digest
+                        .unwrap_or("a payload naming no digest")
+                        .to_owned(),
+                }
+            } else if !signed_repository.is_some_and(|r| image.is_repository(r)) {
+                SignatureError::RepositoryMismatch {
+                    image: by_digest.clone(),
+                    key: key.name.clone(),
+                    signed: signed_repository.unwrap_or("(none named)").to_owned(),
+                }
+            } else {
                 return Ok(Signed {
                     key: key.name.clone(),
                     fingerprint: key.fingerprint.clone(),
                 });
-            }
-            mismatch.get_or_insert(SignatureError::DigestMismatch {
-                image: image.to_owned(),
-                key: key.name.clone(),
-                signed,
-            });
+            };
+            mismatch.get_or_insert(refusal);
         }
     }
     Err(mismatch.unwrap_or(SignatureError::WrongKey {
-        image: image.to_owned(),
+        image: by_digest,
         keys: keys.len(),
         signatures: signatures.len(),
     }))
@@ -222,9 +252,10 @@ mod tests {
         (signing, public)
     }
 
-    fn sign(key: &SigningKey, digest: &str) -> (String, Vec<u8>) {
+    /// What cosign signs for `digest` in `repository`.
+    fn sign_in(key: &SigningKey, repository: &str, digest: &str) -> (String, Vec<u8>) {
         let payload = format!(
-            r#"{{"critical":{{"identity":{{"docker-reference":"r/p"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
+            r#"{{"critical":{{"identity":{{"docker-reference":"{repository}"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
         )
         .into_bytes();
         let signature: Signature = key.sign(&payload);
@@ -234,12 +265,22 @@ mod tests {
         )
     }
 
+    const REPOSITORY: &str = "registry.example/providers/sim";
+
+    fn sign(key: &SigningKey, digest: &str) -> (String, Vec<u8>) {
+        sign_in(key, REPOSITORY, digest)
+    }
+
+    fn image() -> ImageRef {
+        ImageRef::parse(&format!("{REPOSITORY}:v1"), false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
     fn a_signature_by_one_of_the_keys_for_this_digest_admits() {
         let (signing, public) = key(7);
         let (_, other) = key(9);
         let signed = check(
-            "r/p@d1",
+            &image(),
             "sha256:d1",
             &[sign(&signing, "sha256:d1")],
             &[other, public.clone()],
@@ -247,6 +288,9 @@ mod tests {
         .expect("signed by the second key");
         assert_eq!(signed.key, "key7");
         assert_eq!(signed.fingerprint, public.fingerprint());
+        // cosign may name the repository with a tag or a digest.
+        let tagged = sign_in(&signing, &format!("{REPOSITORY}:v1"), "sha256:d1");
+        assert!(check(&image(), "sha256:d1", &[tagged], &[public]).is_ok());
     }
 
     #[test]
@@ -255,7 +299,7 @@ mod tests {
         let (_, other) = key(9);
         assert!(matches!(
             check(
-                "r/p@d1",
+                &image(),
                 "sha256:d1",
                 &[sign(&signing, "sha256:d1")],
                 &[other]
@@ -268,7 +312,7 @@ mod tests {
         ));
         let (signing, public) = key(7);
         let error = check(
-            "r/p@d1",
+            &image(),
             "sha256:d1",
             &[sign(&signing, "sha256:d2")],
             &[public],
@@ -278,9 +322,58 @@ mod tests {
         let garbage = vec![("bm90IGEgc2lnbmF0dXJl".to_owned(), b"{}".to_vec())];
         let (_, public) = key(7);
         assert!(matches!(
-            check("r/p@d1", "sha256:d1", &garbage, &[public]),
+            check(&image(), "sha256:d1", &garbage, &[public]),
             Err(SignatureError::WrongKey { .. })
         ));
+    }
+
+    #[test]
+    fn a_signature_of_this_digest_in_another_repository_is_refused() {
+        let (signing, public) = key(7);
+        let elsewhere = sign_in(&signing, "registry.example/providers/other", "sha256:d1");
+        let error = check(
+            &image(),
+            "sha256:d1",
+            std::slice::from_ref(&elsewhere),
+            std::slice::from_ref(&public),
+        )
+        .expect_err("signs the digest in another repository");
+        assert!(
+            matches!(&error, SignatureError::RepositoryMismatch { signed, .. } if signed == "registry.example/providers/other"),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("is for the repository registry.example/providers/other"),
+            "{error}"
+        );
+        // A payload naming no repository is no better.
+        let payload = br#"{"critical":{"image":{"docker-manifest-digest":"sha256:d1"},"type":"cosign container image signature"}}"#.to_vec();
+        let signature: Signature = signing.sign(&payload);
+        let anonymous = (
+            base64::engine::general_purpose::STANDARD.encode(signature.to_der()),
+            payload,
+        );
+        assert!(matches!(
+            check(
+                &image(),
+                "sha256:d1",
+                &[anonymous],
+                std::slice::from_ref(&public)
+            ),
+            Err(SignatureError::RepositoryMismatch { .. })
+        ));
+        // Beside a signature made for this repository, it does no harm.
+        assert!(
+            check(
+                &image(),
+                "sha256:d1",
+                &[elsewhere, sign(&signing, "sha256:d1")],
+                &[public]
+            )
+            .is_ok()
+        );
     }
 
     #[test]

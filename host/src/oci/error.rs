@@ -64,6 +64,28 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// An answer of the registry (a manifest, an index, a token, an error)
+    /// is longer than the operator reads: it was not read to its end.
+    #[error("registry {registry} sent more than {limit} bytes for {what}")]
+    AnswerTooLarge {
+        /// The registry.
+        registry: String,
+        /// What was asked for.
+        what: String,
+        /// The most bytes read.
+        limit: u64,
+    },
+    /// The pull did not end within its deadline, however steadily the
+    /// registry kept sending.
+    #[error("the pull of {image} did not end within {limit:?}: {what} was still coming")]
+    Deadline {
+        /// The image as the module names it.
+        image: String,
+        /// What was being read when the deadline came.
+        what: String,
+        /// The deadline.
+        limit: std::time::Duration,
+    },
     /// A local file could not be read (pushing).
     #[error("cannot read {path}")]
     Read {
@@ -85,10 +107,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the registry could not be reached at all, as opposed to
-    /// answering no: what was verified before may then serve on.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, Self::Unreachable { .. })
+    /// Whether the registry gave no answer, as opposed to answering no: it
+    /// could not be reached, or did not finish within the pull's deadline.
+    /// What was verified before may then serve on.
+    pub fn is_unanswered(&self) -> bool {
+        matches!(self, Self::Unreachable { .. } | Self::Deadline { .. })
     }
 }
 
@@ -129,6 +152,17 @@ pub enum SignatureError {
         /// The key whose signature it is.
         key: String,
         /// The digest it signs.
+        signed: String,
+    },
+    /// A valid signature of this digest names another repository than the
+    /// image's: it was made for a copy elsewhere, and says nothing of this one.
+    #[error("{image}: the signature by {key} is for the repository {signed}, not this one")]
+    RepositoryMismatch {
+        /// The image by digest.
+        image: String,
+        /// The key whose signature it is.
+        key: String,
+        /// The repository it names (`critical.identity.docker-reference`).
         signed: String,
     },
     /// Fetching the signatures failed.

@@ -1,5 +1,6 @@
 //! Pulling a provider: a tag resolved to a digest, the manifest by digest,
-//! its one layer checked and fetched within a size limit.
+//! its one layer checked and fetched within a size limit, every answer
+//! within its own limit and the whole within a deadline.
 
 use std::time::Duration;
 
@@ -13,15 +14,25 @@ use super::{Auth, Error, ImageRef};
 pub struct Puller {
     /// The largest component taken, in bytes.
     pub max_component_bytes: u64,
+    /// The largest manifest, image index, token or error answer read, in
+    /// bytes. The distribution spec asks registries to take manifests of
+    /// at least 4 MiB, so none larger is pushed where they follow it.
+    pub max_manifest_bytes: u64,
     /// How long a registry may take to connect or to send the next bytes.
     pub timeout: Duration,
+    /// How long a whole pull may take, from the tag's resolution to the
+    /// component's last byte, its signatures included: a registry that
+    /// keeps sending, if slowly, never trips [`Self::timeout`].
+    pub deadline: Duration,
 }
 
 impl Default for Puller {
     fn default() -> Self {
         Self {
             max_component_bytes: 64 << 20,
+            max_manifest_bytes: 4 << 20,
             timeout: Duration::from_secs(10),
+            deadline: Duration::from_secs(60),
         }
     }
 }
@@ -46,10 +57,10 @@ pub struct Artifact {
 
 impl Puller {
     /// A session with `image`'s registry: one client, its credentials and
-    /// tokens, for every step of one pull.
+    /// tokens, for every step of one pull; the pull's deadline runs from now.
     pub fn session<'a>(&self, image: &'a ImageRef, auth: &Auth) -> Result<Session<'a>, Error> {
         Ok(Session {
-            registry: Registry::new(image, auth, self.timeout)?,
+            registry: Registry::new(image, auth, self)?,
             max_component_bytes: self.max_component_bytes,
         })
     }
@@ -65,15 +76,10 @@ impl Session<'_> {
     /// The digest the image names now: its own if it is pinned, else the
     /// tag's, asked of the registry.
     pub async fn digest(&self) -> Result<String, Error> {
-        let (registry, image) = (&self.registry, self.registry.image);
-        if let Some(digest) = image.digest() {
+        if let Some(digest) = self.registry.image.digest() {
             return Ok(digest.to_owned());
         }
-        registry
-            .client
-            .fetch_manifest_digest(image.reference(), &registry.auth)
-            .await
-            .map_err(|e| registry.error(format!("the tag {image}"), e))
+        self.registry.tag_digest().await
     }
 
     /// The manifest at `digest` in the image's repository, checked to be

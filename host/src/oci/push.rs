@@ -9,7 +9,7 @@ use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{OciImageManifest, OciManifest};
 use sha2::{Digest as _, Sha256};
 
-use super::client::Registry;
+use super::client::{classify, oci_client};
 use super::{Auth, Error, ImageRef, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 
 /// What a push left in the registry.
@@ -52,12 +52,10 @@ pub async fn push_component(
     let expected = serde_json::to_vec(&OciManifest::Image(manifest.clone()))
         .map(|bytes| format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
         .unwrap_or_default();
-    let registry = Registry::new(image, auth, Duration::from_secs(60))?;
-    let client = &registry.client;
-    let failed = |what: &str, e| registry.error(format!("{what} of {image}"), e);
-    client
-        .store_auth_if_needed(image.registry(), &registry.auth)
-        .await;
+    let client = &oci_client(image, Duration::from_secs(60))?;
+    let auth = auth.registry_auth();
+    let failed = |what: &str, e| classify(image.registry(), format!("{what} of {image}"), e);
+    client.store_auth_if_needed(image.registry(), &auth).await;
     // Some registries (go-containerregistry's among them) end an upload
     // without the Location oci-client wants: a blob took if the registry
     // has it, a manifest if the registry serves exactly its digest.
@@ -78,9 +76,7 @@ pub async fn push_component(
     let pushed = client
         .push_manifest(image.reference(), &OciManifest::Image(manifest))
         .await;
-    let served = client
-        .fetch_manifest_digest(image.reference(), &registry.auth)
-        .await;
+    let served = client.fetch_manifest_digest(image.reference(), &auth).await;
     let manifest_digest = match (pushed, served) {
         (Ok(_), Ok(digest)) => digest,
         (Err(OciDistributionError::RegistryNoLocationError), Ok(digest)) if digest == expected => {

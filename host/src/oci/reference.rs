@@ -95,6 +95,18 @@ impl ImageRef {
         format!("{}@{digest}", self.repository())
     }
 
+    /// Whether `claimed` (a cosign payload's `docker-reference`) names this
+    /// image's repository, whatever tag or digest it adds, with Docker
+    /// Hub's short and legacy names read as docker reads them.
+    pub(crate) fn is_repository(&self, claimed: &str) -> bool {
+        claimed.parse::<Reference>().is_ok_and(|claimed| {
+            claimed
+                .registry()
+                .eq_ignore_ascii_case(self.reference.registry())
+                && claimed.repository() == self.reference.repository()
+        })
+    }
+
     pub(crate) fn reference(&self) -> &Reference {
         &self.reference
     }
@@ -110,7 +122,7 @@ impl std::fmt::Display for ImageRef {
     }
 }
 
-fn is_sha256(digest: &str) -> bool {
+pub(crate) fn is_sha256(digest: &str) -> bool {
     digest
         .strip_prefix("sha256:")
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -230,6 +242,38 @@ mod tests {
         );
         assert!(ImageRef::parse("registry.example/sim@sha256:abc", false).is_err());
         assert!(ImageRef::parse("Not A Reference:::", false).is_err());
+    }
+
+    #[test]
+    fn a_claimed_repository_matches_with_any_tag_or_digest_and_docker_hub_names() {
+        let image = ImageRef::parse("127.0.0.1:5000/providers/sim:v1", true).expect("a reference");
+        let digest = format!("sha256:{}", "a".repeat(64));
+        for same in [
+            "127.0.0.1:5000/providers/sim".to_owned(),
+            "127.0.0.1:5000/providers/sim:v2".to_owned(),
+            format!("127.0.0.1:5000/providers/sim@{digest}"),
+        ] {
+            assert!(image.is_repository(&same), "{same}");
+        }
+        for other in [
+            "127.0.0.1:5000/providers/other",
+            "127.0.0.1:5001/providers/sim",
+            "127.0.0.1:5000/providers/sim/nested",
+            "127.0.0.1:5000/providers",
+            "",
+            "not a reference!",
+        ] {
+            assert!(!image.is_repository(other), "{other}");
+        }
+        let hub = ImageRef::parse("docker.io/library/sim:v1", false).expect("a reference");
+        for same in [
+            "index.docker.io/library/sim",
+            "docker.io/library/sim",
+            "sim",
+        ] {
+            assert!(hub.is_repository(same), "{same}");
+        }
+        assert!(!hub.is_repository("docker.io/someone/sim"));
     }
 
     #[test]

@@ -156,12 +156,16 @@ reasons! {
     ImageInvalid,
     /// A ProviderModule's registry does not answer.
     RegistryUnreachable,
+    /// A ProviderModule's image did not come within the pull's deadline.
+    PullTimedOut,
     /// A ProviderModule's image has no cosign signature.
     SignatureNotFound,
     /// A ProviderModule's image is signed, but by none of its verification keys.
     SignatureUntrusted,
     /// A ProviderModule's image carries a valid signature of another digest.
     SignatureDigestMismatch,
+    /// A ProviderModule's image carries a valid signature made for another repository.
+    SignatureRepositoryMismatch,
     /// A ProviderModule's verification key is not usable.
     VerificationKeyInvalid,
     /// A new version serves a share of objects as a canary.
@@ -260,9 +264,11 @@ impl Reason {
                 | Self::ModuleInvalid
                 | Self::ImageInvalid
                 | Self::RegistryUnreachable
+                | Self::PullTimedOut
                 | Self::SignatureNotFound
                 | Self::SignatureUntrusted
                 | Self::SignatureDigestMismatch
+                | Self::SignatureRepositoryMismatch
                 | Self::VerificationKeyInvalid
                 | Self::RolledBack
                 | Self::FailedSetNodeRef

@@ -114,22 +114,30 @@ pub(super) async fn fetch(
             });
             Ok(Err(wait))
         }
-        Err(Miss::Unreachable(why)) => {
+        Err(Miss::Unanswered(reason, why)) => {
             scope.set(Desired::fails(
                 ConditionType::SourceAvailable,
-                Reason::RegistryUnreachable,
+                reason,
                 why.clone(),
             ));
             let known = module.status.as_ref().and_then(|s| known_digest(&image, s));
-            Ok(offline(ctx, &image, known, &keys, records.as_ref(), &why))
+            Ok(offline(
+                ctx,
+                &image,
+                known,
+                &keys,
+                records.as_ref(),
+                (reason, &why),
+            ))
         }
     }
 }
 
 /// Why the registry did not give a component.
 enum Miss {
-    /// It could not be reached: what was verified before may serve.
-    Unreachable(String),
+    /// It could not be reached, or did not finish within the pull's
+    /// deadline (the reason says which): what was verified before may serve.
+    Unanswered(Reason, String),
     /// It answered, and what it gave is refused.
     Refused(Wait),
 }
@@ -138,7 +146,8 @@ impl From<oci::Error> for Miss {
     fn from(error: oci::Error) -> Self {
         let why = crate::report::error_chain(&error);
         match error {
-            e if e.is_unreachable() => Self::Unreachable(why),
+            oci::Error::Deadline { .. } => Self::Unanswered(Reason::PullTimedOut, why),
+            e if e.is_unanswered() => Self::Unanswered(Reason::RegistryUnreachable, why),
             oci::Error::Layout { .. } | oci::Error::TooLarge { .. } => {
                 Self::Refused(Wait::after(Reason::ImageInvalid, why, FETCH_RETRY))
             }
@@ -164,7 +173,7 @@ async fn online(
     } else {
         match oci::verify_signature(&session, &digest, keys).await {
             Ok(signed) => Some(signed),
-            Err(SignatureError::Fetch { source, .. }) if source.is_unreachable() => {
+            Err(SignatureError::Fetch { source, .. }) if source.is_unanswered() => {
                 return Err((*source).into());
             }
             Err(error) => return Err(Miss::Refused(refused(&error))),
@@ -230,15 +239,9 @@ fn offline(
     known: Option<String>,
     keys: &[PublicKey],
     records: Option<&Records>,
-    why: &str,
+    (reason, why): (Reason, &str),
 ) -> Result<Fetched, Wait> {
-    let unavailable = |what: String| {
-        Wait::after(
-            Reason::RegistryUnreachable,
-            format!("{why}, and {what}"),
-            FETCH_RETRY,
-        )
-    };
+    let unavailable = |what: String| Wait::after(reason, format!("{why}, and {what}"), FETCH_RETRY);
     let Some(digest) = known else {
         return Err(unavailable(format!("{image} was never resolved here")));
     };
@@ -294,6 +297,7 @@ fn refused(error: &SignatureError) -> Wait {
         SignatureError::NotSigned { .. } => Reason::SignatureNotFound,
         SignatureError::WrongKey { .. } => Reason::SignatureUntrusted,
         SignatureError::DigestMismatch { .. } => Reason::SignatureDigestMismatch,
+        SignatureError::RepositoryMismatch { .. } => Reason::SignatureRepositoryMismatch,
         SignatureError::Fetch { .. } => Reason::FetchFailed,
     };
     Wait::after(reason, crate::report::error_chain(error), FETCH_RETRY)
