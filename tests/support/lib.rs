@@ -23,6 +23,7 @@ mod error;
 mod etcd;
 pub mod flows;
 pub mod hold;
+pub mod hostile;
 pub mod install;
 pub mod kustomize;
 pub mod moto;
