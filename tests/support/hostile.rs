@@ -2,12 +2,13 @@
 //! Secret can point the operator at a server of their own, and this one
 //! answers the Node list with a body of a chosen size, streamed as it is
 //! sent (never held in memory), counting what it sent and whether the client
-//! hung up before the end. Told to behave, it answers like an empty cluster.
+//! hung up before the end. Told to behave, it passes every request on to a
+//! real API server instead, as if the same server had come to its senses.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -15,9 +16,13 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use tokio::net::TcpListener;
 
-use crate::Result;
+use crate::{ApiServer, Result};
+
+/// Requests larger than this are refused (Node patches are far smaller).
+const MAX_REQUEST: usize = 4 << 20;
 
 /// The JSON of one Node of the hostile list, with its comma: a 64 KiB
 /// annotation keeps the count of Nodes and values low, so the body's size
@@ -34,8 +39,8 @@ pub struct HostileWorkload {
 struct Shared {
     /// Bytes of the Node list body.
     body: u64,
-    /// Answer like an empty cluster instead.
-    sane: AtomicBool,
+    /// Pass requests on to this server's client instead.
+    sane: Mutex<Option<Client>>,
     node_lists: AtomicUsize,
     sent: AtomicU64,
     largest: AtomicU64,
@@ -58,7 +63,7 @@ impl HostileWorkload {
         let address = listener.local_addr().map_err(io)?;
         let shared = Arc::new(Shared {
             body,
-            sane: AtomicBool::new(false),
+            sane: Mutex::new(None),
             node_lists: AtomicUsize::new(0),
             sent: AtomicU64::new(0),
             largest: AtomicU64::new(0),
@@ -97,9 +102,19 @@ impl HostileWorkload {
         ))
     }
 
-    /// From now on, answers like an empty cluster.
-    pub fn behave(&self) {
-        self.shared.sane.store(true, Ordering::Relaxed);
+    /// From now on, passes every request on to `server`, as its admin.
+    ///
+    /// # Errors
+    ///
+    /// If no client for `server` can be built.
+    pub fn behave_as(&self, server: &ApiServer) -> Result<()> {
+        let client = server.client()?;
+        *self
+            .shared
+            .sane
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(client);
+        Ok(())
     }
 
     /// Node lists answered with the hostile body so far.
@@ -130,27 +145,47 @@ impl Drop for HostileWorkload {
 }
 
 async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let watch = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+    let sane = shared
+        .sane
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Some(client) = sane {
+        return forward(&client, request).await;
+    }
     if request.uri().path() != "/api/v1/nodes" {
         return not_found();
     }
-    if shared.sane.load(Ordering::Relaxed) {
-        return if watch {
-            // A watch with nothing to report, until the client ends it.
-            json(Body::from_stream(futures::stream::pending::<
-                Result<Bytes, Infallible>,
-            >()))
-        } else {
-            json(Body::from(
-                r#"{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}"#,
-            ))
-        };
-    }
     shared.node_lists.fetch_add(1, Ordering::Relaxed);
     json(Body::from_stream(hostile_list(shared)))
+}
+
+/// Sends `request` on with `client`'s credentials, streaming the answer back.
+async fn forward(client: &Client, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST).await else {
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    let uri = parts
+        .uri
+        .path_and_query()
+        .map_or("/", http::uri::PathAndQuery::as_str);
+    let mut outgoing = http::Request::builder().method(parts.method).uri(uri);
+    for name in [header::CONTENT_TYPE, header::ACCEPT] {
+        if let Some(value) = parts.headers.get(&name) {
+            outgoing = outgoing.header(name, value);
+        }
+    }
+    let Ok(outgoing) = outgoing.body(kube::client::Body::from(body.to_vec())) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    match client.send(outgoing).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            Response::from_parts(parts, Body::new(body))
+        }
+        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    }
 }
 
 fn json(body: Body) -> Response {

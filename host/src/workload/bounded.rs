@@ -4,7 +4,7 @@
 //! chooses it. kube reads a response whole before parsing it (and a watch
 //! one line, one event, at a time) with no limit of its own, and parsing
 //! JSON into Nodes costs far more memory than the JSON: `{},` is a whole
-//! `Node`, about a kilobyte. So every response body of a workload client is
+//! `Node` of 1.5 KiB. So every response body of a workload client is
 //! wrapped in [`Bounded`], which counts, without buffering anything, what
 //! its consumer will hold and parse: bytes, JSON values, and items (objects
 //! and arrays on the third level, a list's Nodes), over the whole body, or
@@ -29,8 +29,9 @@
 //!   at most 75,000, under a third of [`MAX_VALUES`]; each value costs at
 //!   most about 170 bytes once parsed (an empty element of a list of
 //!   structs), so the bound caps the parsed page near 40 MiB;
-//! - a page has at most 50 items, against [`MAX_ITEMS`]: a kilobyte-sized
-//!   `Node` for three bytes of JSON is bounded by the items, not the values.
+//! - a page has at most 50 items, against [`MAX_ITEMS`]: a 1.5 KiB `Node`
+//!   for three bytes of JSON is bounded by the items (3 MiB at most), not
+//!   the values.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,11 +57,11 @@ pub(super) const MAX_ITEMS: usize = 1_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Limits {
     /// See [`MAX_BYTES`].
-    pub bytes: usize,
+    pub(super) bytes: usize,
     /// See [`MAX_VALUES`].
-    pub values: usize,
+    pub(super) values: usize,
     /// See [`MAX_ITEMS`].
-    pub items: usize,
+    pub(super) items: usize,
 }
 
 impl Default for Limits {

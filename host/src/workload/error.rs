@@ -173,7 +173,7 @@ impl fmt::Display for Framing {
 fn amount(limit: usize, measure: Measure) -> String {
     const MIB: usize = 1 << 20;
     match measure {
-        Measure::Bytes if limit % MIB == 0 => format!("{} MiB", limit / MIB),
+        Measure::Bytes if limit.is_multiple_of(MIB) => format!("{} MiB", limit / MIB),
         Measure::Bytes => format!("{limit} bytes"),
         Measure::Values => format!("{limit} JSON values"),
         Measure::Items => format!("{limit} items"),
