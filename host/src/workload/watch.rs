@@ -297,3 +297,81 @@ impl Task {
 fn is_gone(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::WatchError(status) if status.code == 410)
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        }
+    }
+
+    /// A task whose client never reaches a server: `apply` makes no request.
+    fn task(max_nodes: usize) -> Task {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no server"))
+        });
+        let (reader, writer) = reflector::store();
+        let (state, _) = watch::channel(State::Listing);
+        let (events, _) = mpsc::unbounded_channel();
+        Task {
+            cluster: ClusterKey::new("ns".to_owned(), "c".to_owned()),
+            api: Api::all(kube::Client::new(service, "default")),
+            config: watcher::Config::default(),
+            max_nodes,
+            writer,
+            reader,
+            state,
+            events,
+        }
+    }
+
+    fn list(task: &mut Task, relist: &mut Relist, names: &[&str]) -> Result<(), WatchFailure> {
+        task.apply(&Event::Init, relist)?;
+        for name in names {
+            task.apply(&Event::InitApply(node(name)), relist)?;
+        }
+        task.apply(&Event::InitDone, relist)
+    }
+
+    #[tokio::test]
+    async fn list_fails_at_the_first_node_past_the_bound() {
+        let mut task = task(2);
+        let mut relist = Relist::default();
+
+        let failure = list(&mut task, &mut relist, &["a", "b", "c", "d"]).unwrap_err();
+
+        assert!(matches!(failure, WatchFailure::TooManyNodes { limit: 2 }));
+        assert_eq!(relist.listed, 3);
+        assert_eq!(
+            failure.to_string(),
+            "it has more than 2 Nodes, the most the operator watches in one cluster"
+        );
+    }
+
+    #[tokio::test]
+    async fn watched_node_past_the_bound_fails_and_is_not_cached() {
+        let mut task = task(2);
+        let mut relist = Relist::default();
+        list(&mut task, &mut relist, &["a", "b"]).unwrap();
+
+        task.apply(&Event::Apply(node("a")), &mut relist).unwrap();
+        let failure = task
+            .apply(&Event::Apply(node("c")), &mut relist)
+            .unwrap_err();
+
+        assert!(matches!(failure, WatchFailure::TooManyNodes { limit: 2 }));
+        assert_eq!(task.reader.len(), 2);
+        task.apply(&Event::Delete(node("b")), &mut relist).unwrap();
+        task.apply(&Event::Apply(node("c")), &mut relist).unwrap();
+        assert_eq!(task.reader.len(), 2);
+    }
+}
