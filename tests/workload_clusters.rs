@@ -1,8 +1,9 @@
 //! Workload-cluster access against real API servers: clients built from
 //! kubeconfig Secrets, the watched Node cache and its events, providerID
 //! lookups, refused and broken kubeconfigs, unreachable clusters, Secret
-//! rotation to another server, `forget`, and one HTTP/2 connection per
-//! cluster.
+//! rotation to another server, `forget`, one HTTP/2 connection per
+//! cluster, and the bounds on what a workload server can make the operator
+//! read: a 500 MB Node list from a hostile server, more Nodes than allowed.
 //!
 //! Tests share one management and one workload server, so each uses its own
 //! namespace and cluster name, and Node names made unique by that namespace.
@@ -12,11 +13,15 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use capwasm::workload::{ClusterKey, Error, NodeEvent, Settings, WorkloadClusters};
+use capwasm::api::MachinePool;
+use capwasm::testing::objects::ClusterBuilder;
+use capwasm::workload::{ClusterKey, Error, NodeEvent, Settings, WatchFailure, WorkloadClusters};
 use futures::{Stream, StreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Secret};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use testenv::flows::{Scenario, condition, create, wait_for, wait_for_pool};
+use testenv::hostile::HostileWorkload;
 use testenv::scoped::ScopedWorkload;
 use testenv::{ApiServer, TestEnv};
 
@@ -36,13 +41,16 @@ struct Setup {
 }
 
 async fn setup(prefix: &str) -> Result<Setup> {
+    setup_with(prefix, Settings::default()).await
+}
+
+async fn setup_with(prefix: &str, settings: Settings) -> Result<Setup> {
     let env = TestEnv::shared().await?;
     let namespace = env.management().create_namespace(prefix).await?;
     let cluster = ClusterKey::new(namespace.clone(), format!("{prefix}-cluster"));
     // No cache of Secrets: every look at a kubeconfig Secret reads it.
     let (secrets, _) = kube::runtime::reflector::store();
-    let (workload, events) =
-        WorkloadClusters::new(env.management().client()?, secrets, Settings::default());
+    let (workload, events) = WorkloadClusters::new(env.management().client()?, secrets, settings);
     Ok(Setup {
         env,
         namespace,
@@ -490,4 +498,171 @@ async fn a_cluster_watches_and_requests_over_one_http2_connection() -> Result<()
     assert_eq!(scoped.http1_requests(), 0, "every request came over HTTP/2");
     assert_eq!(scoped.connections(), 1, "the watch and the lists share one");
     Ok(())
+}
+
+#[tokio::test]
+async fn more_nodes_than_the_bound_is_unreachable_naming_it_until_some_go() -> Result<()> {
+    let settings = Settings {
+        max_nodes: 2,
+        ..Settings::default()
+    };
+    let mut s = setup_with("wl-max-nodes", settings).await?;
+    // A server of its own: no other test's Nodes count against the bound.
+    let server = s.env.start_workload().await?;
+    s.point_at(&server).await?;
+    let names = ["a", "b", "c"].map(|name| s.node_name(name));
+    for name in &names {
+        create_node(&server, name, None).await?;
+    }
+
+    let error = s.workload.nodes(&s.cluster).await.err().context("3 > 2")?;
+    assert!(
+        matches!(&error, Error::Unreachable { source, .. }
+            if matches!(**source, WatchFailure::TooManyNodes { limit: 2 })),
+        "{error:?}"
+    );
+    assert_eq!(error.reason().as_str(), "WorkloadClusterUnreachable");
+    let message = capwasm::report::error_chain(&error);
+    assert!(message.contains("more than 2 Nodes"), "{message}");
+
+    // Back within the bound, the next attempt lists them (after its backoff).
+    Api::<Node>::all(server.client()?)
+        .delete(&names[2], &DeleteParams::default())
+        .await?;
+    s.event_for(&names[1]).await?;
+    let nodes = s.workload.nodes(&s.cluster).await?;
+    assert_eq!(nodes.len(), 2);
+    Ok(())
+}
+
+/// What the hostile server answers a Node list with: far past any bound,
+/// and more than the test process could hold unnoticed.
+const HOSTILE_LIST: u64 = 500_000_000;
+
+/// This process's resident and peak resident memory, in bytes.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map_or(0, |kib| kib << 10)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Waits until pool `name`'s `ReplicasReady` condition satisfies `done`
+/// (given its reason), and returns its reason and message.
+async fn replicas_ready(
+    pools: &Api<MachinePool>,
+    name: &str,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> (String, String) {
+    let reason_of = |pool: &MachinePool| {
+        pool.status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, "ReplicasReady"))
+            .map(|(_, reason, message)| (reason, message))
+    };
+    let pool = wait_for(pools, name, what, |pool: Option<&MachinePool>| {
+        pool.and_then(reason_of)
+            .is_some_and(|(reason, _)| done(&reason))
+    })
+    .await
+    .expect("the pool exists");
+    reason_of(&pool).expect("the condition is set")
+}
+
+// The security issue's case: "a workload API server answering a 500 MB
+// NodeList marks that cluster unreachable and nothing else".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_mb_node_list_marks_only_its_cluster_unreachable() {
+    let scenario = Scenario::new("wl-hostile").await;
+    let hostile = HostileWorkload::start(HOSTILE_LIST).await.unwrap();
+    let Scenario {
+        stack,
+        client,
+        ns,
+        apis,
+        modules,
+        ..
+    } = &scenario;
+    let (rss_before, _) = memory();
+    let started = Instant::now();
+
+    let secret = hostile.kubeconfig_secret(ns, "hostile").unwrap();
+    stack
+        .objects
+        .create_cluster_objects(client, &secret, ns, "hostile", modules)
+        .await
+        .unwrap();
+    create(client, &ClusterBuilder::new(ns, "hostile").build())
+        .await
+        .unwrap();
+    scenario.cluster("good").await;
+    scenario.pool("hostile-pool", "hostile", 1).await;
+    scenario.pool("good-pool", "good", 1).await;
+
+    let (_, message) = replicas_ready(
+        &apis.pools,
+        "hostile-pool",
+        "ReplicasReady is WorkloadClusterUnreachable",
+        |reason| reason == "WorkloadClusterUnreachable",
+    )
+    .await;
+    let to_unreachable = started.elapsed();
+    wait_for_pool(&apis.pools, "good-pool", "Running", 1).await;
+    let to_running = started.elapsed();
+    let (rss_after, peak) = memory();
+    let (lists, sent, largest, hang_ups) = (
+        hostile.node_lists(),
+        hostile.bytes_sent(),
+        hostile.largest_response(),
+        hostile.hang_ups(),
+    );
+    eprintln!(
+        "hostile pool unreachable after {to_unreachable:?}, good pool Running after \
+         {to_running:?}; the hostile server answered {lists} Node lists, sent {sent} bytes \
+         in all, at most {largest} in one ({hang_ups} hung up on); RSS {} MiB before, {} \
+         MiB after, peak {} MiB; message: {message}",
+        rss_before >> 20,
+        rss_after >> 20,
+        peak >> 20,
+    );
+    assert!(message.contains("more than 8 MiB"), "{message}");
+    assert!(
+        lists >= 1 && hang_ups >= 1,
+        "{lists} lists, {hang_ups} hung up on"
+    );
+    // The client read up to its bound, then hung up: what the server got
+    // to send beyond it sat in socket buffers.
+    assert!(
+        (8 << 20..64 << 20).contains(&largest),
+        "one list sent {largest} bytes"
+    );
+    assert!(
+        rss_after.saturating_sub(rss_before) < HOSTILE_LIST / 4,
+        "RSS grew from {rss_before} to {rss_after} bytes"
+    );
+
+    // The same server answering sanely again (here: as the real workload
+    // server, where the simulated cloud registered the pool's Node) is
+    // reachable again after its backoff, and its pool goes on.
+    hostile
+        .behave_as(scenario.env.workload().expect("a workload server"))
+        .unwrap();
+    let behaved = Instant::now();
+    wait_for_pool(&apis.pools, "hostile-pool", "Running", 1).await;
+    eprintln!(
+        "the hostile pool Running {:?} after its server behaved",
+        behaved.elapsed()
+    );
 }

@@ -23,6 +23,7 @@ mod error;
 mod etcd;
 pub mod flows;
 pub mod hold;
+pub mod hostile;
 pub mod hostile_registry;
 pub mod install;
 pub mod kustomize;

@@ -1,5 +1,6 @@
 //! Why a workload cluster could not be reached or its Nodes read.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,10 +54,10 @@ pub enum Error {
     Unreachable {
         /// The Cluster.
         cluster: ClusterKey,
-        /// The watcher's last error (shared: every caller until the next
+        /// Why the last attempt failed (shared: every caller until the next
         /// successful list sees the same one).
         #[source]
-        source: Arc<watcher::Error>,
+        source: Arc<WatchFailure>,
     },
     /// The first list of the workload cluster's Nodes did not complete in time.
     #[error("workload cluster {cluster} did not list its Nodes within {waited:?}")]
@@ -107,6 +108,75 @@ impl Error {
                 "workload_cluster_unreachable"
             }
         }
+    }
+}
+
+/// Why an attempt of a workload cluster's Node watch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchFailure {
+    /// The watcher failed: the server could not be reached, refused the
+    /// request, or answered more than the client reads
+    /// ([`ResponseTooLarge`] among its causes).
+    #[error(transparent)]
+    Watcher(watcher::Error),
+    /// The cluster lists more Nodes than one cluster may have cached.
+    #[error("it has more than {limit} Nodes, the most the operator watches in one cluster")]
+    TooManyNodes {
+        /// The bound, [`super::Settings::max_nodes`].
+        limit: usize,
+    },
+}
+
+/// A response of a workload API server crossed a bound on what the
+/// operator reads of one (see `workload/bounded.rs`): the body ends with
+/// this error, and its request fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{framing} from the workload API server holds more than {}, the most the operator reads", amount(*.limit, *.measure))]
+pub struct ResponseTooLarge {
+    /// What was bounded: a whole response, or one line of a watch.
+    pub framing: Framing,
+    /// What was counted.
+    pub measure: Measure,
+    /// The bound that was crossed.
+    pub limit: usize,
+}
+
+/// The part of a response a bound applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// The whole body, which kube reads into memory at once.
+    Body,
+    /// One line of a watch, one event, which kube reads at once.
+    Line,
+}
+
+/// What a bound counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Bytes.
+    Bytes,
+    /// JSON values, counted by the separators and brackets before them.
+    Values,
+    /// Objects and arrays on the third level, such as a list's items.
+    Items,
+}
+
+impl fmt::Display for Framing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Body => "a response",
+            Self::Line => "a watch event",
+        })
+    }
+}
+
+fn amount(limit: usize, measure: Measure) -> String {
+    const MIB: usize = 1 << 20;
+    match measure {
+        Measure::Bytes if limit.is_multiple_of(MIB) => format!("{} MiB", limit / MIB),
+        Measure::Bytes => format!("{limit} bytes"),
+        Measure::Values => format!("{limit} JSON values"),
+        Measure::Items => format!("{limit} items"),
     }
 }
 

@@ -6,6 +6,7 @@
 //! which the controllers share through their context. Nothing here knows
 //! about MachinePools or WebAssembly.
 
+mod bounded;
 mod cluster;
 mod error;
 pub mod generated;
@@ -29,7 +30,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::mpsc;
 
 pub use cluster::{ClusterKey, NodeEvent};
-pub use error::{Error, InvalidKubeconfig};
+pub use error::{Error, Framing, InvalidKubeconfig, Measure, ResponseTooLarge, WatchFailure};
 pub use nodes::{Nodes, is_control_plane};
 use secrets::{KUBECONFIG_KEY, KubeconfigSecrets, SecretVersion};
 pub use settings::Settings;
@@ -249,7 +250,7 @@ impl WorkloadClusters {
         NodeWatch::start(
             cluster.clone(),
             client.clone(),
-            self.shared.settings.watch_timeout,
+            &self.shared.settings,
             self.shared.events.clone(),
         )
     }

@@ -1,7 +1,8 @@
 //! The HTTP stack of a workload cluster's client: kube's own layers over a
 //! connection that speaks HTTP/2 when the server offers it, as client-go
 //! does. Over HTTP/1.1 each request in flight needs a connection of its
-//! own beside the Node watch's; over HTTP/2 they share one.
+//! own beside the Node watch's; over HTTP/2 they share one. Every response
+//! body is bounded ([`super::bounded`]): the server is the tenant's.
 
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use kube::{Client, Config};
 use tower::ServiceBuilder;
 use tower::retry::RetryLayer;
 
+use super::bounded::BoundedLayer;
+
 /// How long an unused connection is kept: longer than the Node watch's
 /// restarts are apart, so a cluster keeps its one connection.
 const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -22,7 +25,9 @@ const POOL_IDLE: Duration = Duration::from_secs(90);
 pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
     if config.proxy_url.is_some() {
         // kube's own stack tunnels through proxies (HTTP/1.1 only).
-        return Client::try_from(config);
+        return Ok(ClientBuilder::try_from(config)?
+            .with_layer(&BoundedLayer::default())
+            .build());
     }
     let mut tls = config.rustls_client_config()?;
     // Connections live for hours: resuming a session would save one
@@ -57,6 +62,7 @@ pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .layer(BoundedLayer::default())
         .map_err(tower::BoxError::from)
         .service(http);
     Ok(ClientBuilder::new(service, config.default_namespace).build())
