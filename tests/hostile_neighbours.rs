@@ -310,7 +310,7 @@ fn hostile_pools(good: &Providers, cloud_endpoint: &str) -> Vec<HostilePool> {
             "bad-results",
             json!({ "mode": "foreignScheme" }),
             "InvalidProviderResult",
-            "not its own",
+            "providerIDPrefix",
         ),
         infrastructure(
             "empty-addresses",

@@ -142,6 +142,8 @@ impl Moto {
 /// `secret` in [`CREDENTIALS_NAMESPACE`].
 pub fn signed_capabilities(authority: &str, secret: &str) -> ModuleCapabilities {
     ModuleCapabilities {
+        // EC2 instances' providerIDs: aws:///<zone>/<instance id>.
+        provider_id_prefix: Some("aws:///".into()),
         allowed_hosts: vec![authority.to_owned()],
         credentials_secret: Some(SecretReference {
             namespace: CREDENTIALS_NAMESPACE.into(),
