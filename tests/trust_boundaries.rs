@@ -465,3 +465,34 @@ async fn a_bearer_token_never_reaches_another_port_or_goes_over_plain_http() {
         "only the request the rule names reached it, with the token"
     );
 }
+
+/// A result that keeps every rule for each instance but would make a
+/// status past its bound (80 instances of 32 long addresses: about 700 KiB)
+/// is refused whole, and the status keeps what it had.
+#[tokio::test]
+async fn instances_whose_status_would_pass_its_bound_are_refused() {
+    let scenario = Scenario::with_cluster("wide", "c").await;
+    let (client, ns) = (&scenario.client, &scenario.ns);
+    let module = format!("{ns}-wide");
+    serve(client, claiming(&module, "hostile://")).await;
+    let providers = Providers {
+        bootstrap: scenario
+            .stack
+            .objects
+            .providers(&scenario.modules)
+            .bootstrap,
+        infrastructure: (module, json!({ "mode": "wide" })),
+    };
+    let pool = MachinePoolBuilder::new(ns, "wide", "c")
+        .replicas(80)
+        .build();
+    create_pool(client, &pool, &providers).await.unwrap();
+    let message = not_ready(&scenario.apis.infra_pools, "wide", "InvalidProviderResult").await;
+    assert!(
+        message.contains("instances whose status would be over 512 KiB"),
+        "{message}"
+    );
+    let recorded = scenario.apis.infra_pools.get("wide").await.unwrap();
+    let instances = recorded.status.map(|s| s.instances).unwrap_or_default();
+    assert!(instances.is_empty(), "nothing of it was recorded");
+}

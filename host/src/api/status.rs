@@ -105,3 +105,20 @@ object_status! {
     PlatformCluster => PlatformClusterStatus, conditions: conditions,
         generation: observed_generation, phase: |s| s.phase.as_deref();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_oversized_only_past_the_bound_and_says_its_size() {
+        let just = "x".repeat(MAX_STATUS_BYTES - 2);
+        assert_eq!(
+            oversized(&just),
+            None,
+            "its quotes make it exactly the bound"
+        );
+        let over = "x".repeat(MAX_STATUS_BYTES - 1);
+        assert_eq!(oversized(&over), Some(MAX_STATUS_BYTES + 1));
+    }
+}

@@ -10,6 +10,9 @@
 //! - `longId`: a 10 KB providerID;
 //! - `emptyAddresses`: one instance with 2,000,000 empty addresses (light
 //!   in bytes, heavy in the host's memory);
+//! - `wide`: `replicas` instances of its own, each with 32 addresses of
+//!   250 bytes: within every rule for one instance, too much for a status
+//!   when there are many;
 //! - `claim`: one running instance for each of `providerIDs` (a control
 //!   plane's, another cloud's): Nodes it never made;
 //! - `fine`: `replicas` running instances with providerIDs of its own.
@@ -56,7 +59,7 @@ impl InfrastructureProvider for BadResults {
     fn config_schema() -> String {
         r#"{"type": "object", "additionalProperties": false, "required": ["mode"],
             "properties": {"mode": {"enum": ["controlChars", "duplicateIds", "foreignScheme",
-                "tooMany", "longId", "emptyAddresses", "claim", "fine"]},
+                "tooMany", "longId", "emptyAddresses", "wide", "claim", "fine"]},
                 "providerIDs": {"type": "array", "items": {"type": "string"}, "maxItems": 16}}}"#
             .to_owned()
     }
@@ -71,6 +74,18 @@ impl InfrastructureProvider for BadResults {
             )],
             "duplicateIds" => (0..3).map(|_| own(0, pool)).collect(),
             "foreignScheme" => vec![instance("i-0".into(), "aws:///us-east-1a/i-0abc".into())],
+            "wide" => (0..request.replicas)
+                .map(|i| {
+                    let mut one = own(i, pool);
+                    one.addresses = (0..32)
+                        .map(|j| Address {
+                            kind: AddressType::InternalDns,
+                            address: alloc::format!("{j}-{}", "w".repeat(240)),
+                        })
+                        .collect();
+                    one
+                })
+                .collect(),
             "claim" => (0u32..)
                 .zip(config.provider_ids)
                 .map(|(i, id)| instance(format!("i-{i}"), id))
