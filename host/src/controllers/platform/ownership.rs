@@ -8,7 +8,10 @@
 //!
 //! The record ([`CREATED_FOR_ANNOTATION`]) is written only when the host
 //! creates the object, names the cluster (so it survives a restore from
-//! backup, which changes UIDs), and is kept by every later apply.
+//! backup, which changes UIDs), and is kept by every later apply. An
+//! object is created by the apply that follows the lookup finding it
+//! absent: one someone else creates in between (the time of a request)
+//! would get the record, and is the one window left.
 
 use std::fmt;
 
