@@ -318,7 +318,7 @@ async fn a_config_map_of_another_namespace_is_read_only_pinned(
     let refused = wait_for(modules, &name, "the unpinned ConfigMap is refused", |m| {
         m.and_then(|m| m.status.as_ref())
             .and_then(|s| s.message.as_deref())
-            .is_some_and(|m| m.contains("is read only from namespace"))
+            .is_some_and(|m| m.contains("components sha256 does not pin"))
     })
     .await
     .unwrap();

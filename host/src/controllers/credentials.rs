@@ -99,7 +99,7 @@ pub fn credentials_namespace(
         Wait::on_change(
             Reason::CredentialsNotAllowed,
             format!(
-                "ProviderModule {name:?} names the {what} {namespace}/{object}, but it is read only from namespace {allowed:?}"
+                "ProviderModule {name:?} names the {what} {namespace}/{object}, but credentials are read only from namespace {allowed:?} (so are verification keys, and components sha256 does not pin)"
             ),
         )
     })
