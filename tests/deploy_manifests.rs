@@ -979,12 +979,12 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
 
     // The impersonation is in force: the ServiceAccount is no admin.
     let as_operator = Client::try_from(config.clone()).unwrap();
-    match Api::<Namespace>::all(as_operator.clone())
+    match Api::<k8s_openapi::api::core::v1::Pod>::all(as_operator.clone())
         .list(&ListParams::default().limit(1))
         .await
     {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
-        other => panic!("the impersonated client may list Namespaces: {other:?}"),
+        other => panic!("the impersonated client may list Pods: {other:?}"),
     }
     // Both bindings are in force.
     wait_for_rbac(
