@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::fairness::Whose;
 use super::limits::MemoryBound;
 use super::types::ProviderError;
 
@@ -137,16 +138,21 @@ pub enum CallError {
         /// message it sent through `log` (either way, its panic message).
         last_words: String,
     },
-    /// The provider's calls kept running into their deadline: its calls
-    /// are refused for a while (see `fairness`).
+    /// The provider's calls about one tenant's objects kept running into
+    /// their deadline: those calls are refused for a while (see
+    /// `fairness`); the other tenants' calls are made.
     #[error(
-        "provider {provider:?} is throttled for another {}s: {deadlines} of its calls in a row ran into their deadline",
+        "provider {provider:?} is throttled for {} for another {}s: {deadlines} of them in a row ran into their deadline",
+        Whose(namespace),
         remaining.as_secs().max(1)
     )]
     Throttled {
         /// The provider.
         provider: String,
-        /// Its calls in a row that ran into their deadline.
+        /// The namespace whose objects' calls are refused (empty: calls
+        /// about no object).
+        namespace: String,
+        /// Those calls in a row that ran into their deadline.
         deadlines: u32,
         /// How long its calls are still refused.
         remaining: Duration,
