@@ -1,9 +1,9 @@
 //! Errors of loading a provider and of calling one.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use super::fairness::Whose;
+use super::fairness::{Wall, Whose};
 use super::limits::MemoryBound;
 use super::types::ProviderError;
 
@@ -142,9 +142,9 @@ pub enum CallError {
     /// their deadline: those calls are refused for a while (see
     /// `fairness`); the other tenants' calls are made.
     #[error(
-        "provider {provider:?} is throttled for {} for another {}s: {deadlines} of them in a row ran into their deadline",
+        "provider {provider:?} is throttled for {} until {}: {deadlines} of them in a row ran into their deadline",
         Whose(namespace),
-        remaining.as_secs().max(1)
+        Wall(*ends)
     )]
     Throttled {
         /// The provider.
@@ -156,6 +156,9 @@ pub enum CallError {
         deadlines: u32,
         /// How long its calls are still refused.
         remaining: Duration,
+        /// When the throttle ends, by the wall clock (what people read:
+        /// unlike `remaining`, the same on every refusal).
+        ends: SystemTime,
     },
     /// No turn of the provider (or no instance slot) came free within the
     /// runtime's patience: the call did not start, and may be made again.

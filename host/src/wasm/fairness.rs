@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit, broadcast};
@@ -75,6 +75,10 @@ pub struct Throttled {
     pub deadlines: u32,
     /// How long its calls are still refused.
     pub remaining: Duration,
+    /// When it ends, by the wall clock: what people are told, the same
+    /// however often they look (a countdown would rewrite every status
+    /// that shows it, and wake whatever watches those).
+    pub ends: SystemTime,
 }
 
 impl Throttled {
@@ -95,6 +99,20 @@ impl fmt::Display for Whose<'_> {
             f.write_str("calls about no object")
         } else {
             write!(f, "calls about namespace {:?}", self.0)
+        }
+    }
+}
+
+/// A wall-clock time for people, to the second (`2026-01-02T03:04:05Z`).
+#[derive(Clone, Copy, Debug)]
+pub struct Wall(pub SystemTime);
+
+impl fmt::Display for Wall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use k8s_openapi::jiff::{Timestamp, Unit};
+        match Timestamp::try_from(self.0).and_then(|t| t.round(Unit::Second)) {
+            Ok(time) => write!(f, "{time}"),
+            Err(_) => write!(f, "{:?}", self.0),
         }
     }
 }
@@ -170,6 +188,8 @@ struct Throttle {
     digest: String,
     deadlines: u32,
     until: Option<Instant>,
+    /// `until` by the wall clock, fixed when the throttle began.
+    ends: Option<SystemTime>,
     period: Duration,
 }
 
@@ -267,11 +287,13 @@ impl Share {
             .values()
             .filter_map(|tenant| {
                 let throttle = lock(&tenant.throttle);
+                let (remaining, ends) = throttle.remaining(now)?;
                 Some(Throttled {
                     namespace: tenant.name.to_string(),
                     digest: throttle.digest.clone(),
                     deadlines: throttle.deadlines,
-                    remaining: throttle.remaining(now)?,
+                    remaining,
+                    ends,
                 })
             })
             .collect();
@@ -345,11 +367,12 @@ impl Tenant {
         let mut throttle = lock(&self.throttle);
         throttle.follow(digest);
         match throttle.remaining(Instant::now()) {
-            Some(remaining) => Err(CallError::Throttled {
+            Some((remaining, ends)) => Err(CallError::Throttled {
                 provider: provider.to_owned(),
                 namespace: self.name.to_string(),
                 deadlines: throttle.deadlines,
                 remaining,
+                ends,
             }),
             None => Ok(()),
         }
@@ -390,10 +413,13 @@ impl Tenant {
 }
 
 impl Throttle {
-    /// How long it still holds as of `now`, if it does.
-    fn remaining(&self, now: Instant) -> Option<Duration> {
+    /// How long it still holds as of `now`, if it does, and when it ends
+    /// by the wall clock.
+    fn remaining(&self, now: Instant) -> Option<(Duration, SystemTime)> {
         let until = self.until.filter(|until| *until > now)?;
-        Some(until - now)
+        let remaining = until - now;
+        let ends = self.ends.unwrap_or_else(|| SystemTime::now() + remaining);
+        Some((remaining, ends))
     }
 
     /// Nothing to remember: no deadline counted, no period to double.
@@ -418,6 +444,7 @@ impl Throttle {
                 self.deadlines = 0;
                 self.period = Duration::ZERO;
                 self.until = None;
+                self.ends = None;
                 false
             }
             Ended::Other => false,
@@ -433,6 +460,7 @@ impl Throttle {
                     (self.period * 2).min(MAX_THROTTLE)
                 };
                 self.until = Some(now + self.period);
+                self.ends = Some(SystemTime::now() + self.period);
                 true
             }
         }
@@ -579,6 +607,21 @@ mod tests {
         let throttled = fairness.throttled("p");
         let namespaces: Vec<&str> = throttled.iter().map(|t| t.namespace.as_str()).collect();
         assert_eq!(namespaces, ["a"]);
+    }
+
+    #[tokio::test]
+    async fn a_throttle_s_refusals_read_the_same_while_it_holds() {
+        let share = share(4);
+        let tenant = share.tenant("a");
+        for _ in 0..THROTTLE_AFTER {
+            tenant.record("v1", Ended::Deadline);
+        }
+        let first = tenant.admit("p", "v1").unwrap_err().to_string();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let later = tenant.admit("p", "v1").unwrap_err().to_string();
+        // A status that shows it is not rewritten for a countdown.
+        assert_eq!(first, later);
+        assert!(first.contains(" until 20"), "{first}");
     }
 
     #[test]

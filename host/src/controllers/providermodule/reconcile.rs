@@ -16,7 +16,7 @@ use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::controllers::shard::{Role, Shard};
 use crate::phases;
-use crate::wasm::Throttled;
+use crate::wasm::{Throttled, Wall};
 
 /// Removed only after the module is taken out of service.
 pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
@@ -110,18 +110,20 @@ async fn throttle(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Ou
 const THROTTLES_NAMED: usize = 8;
 
 /// What the module's throttles say: one clause per throttled namespace (the
-/// first [`THROTTLES_NAMED`]), then that the others are served.
+/// first [`THROTTLES_NAMED`]), then that the others are served. The same
+/// while they hold (no countdown), so that looking again writes nothing and
+/// wakes none of the objects the module serves.
 fn throttled_message(throttled: &[Throttled]) -> String {
     let mut clauses: Vec<String> = throttled
         .iter()
         .take(THROTTLES_NAMED)
         .map(|t| {
             format!(
-                "{} of {}: {} in a row ran into their deadline, refused (their objects wait) for another {}s",
+                "{} of {}: {} in a row ran into their deadline, refused (their objects wait) until {}",
                 t.whose(),
                 t.digest,
                 t.deadlines,
-                t.remaining.as_secs().max(1)
+                Wall(t.ends)
             )
         })
         .collect();
@@ -159,6 +161,7 @@ mod tests {
             digest: "sha256:ab".into(),
             deadlines: 3,
             remaining: Duration::from_secs(30),
+            ends: std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
         }
     }
 
@@ -167,8 +170,8 @@ mod tests {
         let message = throttled_message(&[throttled(""), throttled("tenant-a")]);
         assert_eq!(
             message,
-            "calls about no object of sha256:ab: 3 in a row ran into their deadline, refused (their objects wait) for another 30s; \
-             calls about namespace \"tenant-a\" of sha256:ab: 3 in a row ran into their deadline, refused (their objects wait) for another 30s; \
+            "calls about no object of sha256:ab: 3 in a row ran into their deadline, refused (their objects wait) until 2027-01-15T08:00:00Z; \
+             calls about namespace \"tenant-a\" of sha256:ab: 3 in a row ran into their deadline, refused (their objects wait) until 2027-01-15T08:00:00Z; \
              the calls about other namespaces are served"
         );
     }
