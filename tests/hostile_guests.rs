@@ -220,6 +220,15 @@ async fn while_serving_others<R>(runtime: &Runtime, hostile: impl Future<Output 
     (result, serving.stop().await)
 }
 
+/// `request` about an object in `namespace`.
+fn in_namespace(
+    mut request: capwasm::wasm::bootstrap::GenerateRequest,
+    namespace: &str,
+) -> capwasm::wasm::bootstrap::GenerateRequest {
+    request.config_object.namespace = namespace.into();
+    request
+}
+
 async fn generate_hostile(runtime: &Runtime, config: &str) -> (CallError, Duration, u32) {
     let (result, served) = while_serving_others(runtime, async {
         let started = Instant::now();
@@ -257,9 +266,16 @@ mod infinite_loop {
         assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "timeout"), 1);
     }
 
+    /// Its calls about one namespace's objects throttled: those are
+    /// refused at once, those about another namespace's are still made.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn deadlines_in_a_row_throttle_it_while_others_are_served() {
-        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+    async fn deadlines_in_a_row_throttle_its_calls_about_one_namespace_while_others_are_served() {
+        // Turns enough for the calls about one namespace to run at once.
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 2 * THROTTLE_AFTER,
+            ..settings(None)
+        };
+        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
         let mut told = runtime.throttles();
         let request = requests::generate("{}");
         let (results, served) = while_serving_others(&runtime, async {
@@ -273,7 +289,11 @@ mod infinite_loop {
         }
         assert!(served >= 2, "served before and after: {served}");
         assert_eq!(told.try_recv().as_deref(), Ok(HOSTILE));
-        let throttled = runtime.throttled(HOSTILE).expect("throttled");
+        let throttled = runtime.throttled(HOSTILE);
+        let [throttled] = throttled.as_slice() else {
+            panic!("one namespace throttled: {throttled:?}");
+        };
+        assert_eq!(throttled.namespace, request.config_object.namespace);
         assert_eq!(throttled.deadlines, THROTTLE_AFTER);
 
         // Refused at once, saying why, while the others are still served.
@@ -296,16 +316,38 @@ mod infinite_loop {
             .generate(WELL_BEHAVED, &requests::generate(KUBEADM_JOIN_CONFIG))
             .await
             .expect("the others are served");
+        // The same provider's call about another namespace is made (and runs
+        // to its own deadline).
+        let elsewhere = in_namespace(request, "elsewhere");
+        let made = runtime.generate(HOSTILE, &elsewhere).await;
+        assert!(
+            matches!(made, Err(CallError::DeadlineExceeded { .. })),
+            "{made:?}"
+        );
+        assert_eq!(runtime.throttled(HOSTILE).len(), 1);
     }
 
+    /// Four turns: the calls about one namespace may hold half of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn its_calls_about_one_namespace_beyond_half_its_turns_wait_for_one() {
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 4,
+            patience: limits().deadline * 10,
+            ..settings(None)
+        };
+        calls_beyond_two_wait(settings, ["a"; 4]).await;
+    }
+
+    /// Two turns, calls about four namespaces: the provider's turns bound
+    /// them whatever their namespaces.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn its_calls_beyond_its_share_of_turns_wait_for_one() {
-        calls_beyond_two_wait(RuntimeSettings {
+        let settings = RuntimeSettings {
             max_calls_per_provider: 2,
             patience: limits().deadline * 10,
             ..settings(None)
-        })
-        .await;
+        };
+        calls_beyond_two_wait(settings, ["a", "b", "c", "d"]).await;
     }
 
     /// The looping guest as [`HOSTILE`] with one turn and `patience`.
@@ -352,7 +394,7 @@ mod infinite_loop {
         assert_eq!(metrics.waiting(HOSTILE), 0, "none left waiting");
         assert!(served >= 2, "served before and after: {served}");
         // Being busy is load, not a fault: it throttles nothing.
-        assert!(runtime.throttled(HOSTILE).is_none());
+        assert!(runtime.throttled(HOSTILE).is_empty());
     }
 
     /// One turn held by a looping call already past the patience: a call
@@ -386,6 +428,49 @@ mod infinite_loop {
     /// One turn, five looping calls: three run to their deadline one after
     /// another and throttle the provider; the two queued behind them are
     /// refused when their turn comes instead of running to theirs.
+    /// Two turns, one for each namespace: the calls about one namespace
+    /// hold theirs past the patience, so its next call is refused at once,
+    /// while a call about another namespace finds its turn and is made.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn turns_of_one_namespace_held_past_the_patience_refuse_its_calls_not_another_s() {
+        let patience = limits().deadline / 4;
+        let settings = RuntimeSettings {
+            max_calls_per_provider: 2,
+            patience,
+            ..settings(None)
+        };
+        let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
+        let request = requests::generate("{}");
+        let elsewhere = in_namespace(request.clone(), "elsewhere");
+        let holder = runtime.generate(HOSTILE, &request);
+        let late = async {
+            tokio::time::sleep(patience * 2).await;
+            let started = Instant::now();
+            let refused = runtime.generate(HOSTILE, &request).await;
+            (
+                refused,
+                started.elapsed(),
+                runtime.generate(HOSTILE, &elsewhere).await,
+            )
+        };
+        let (held, (refused, elapsed, made)) = tokio::join!(holder, late);
+        assert!(
+            matches!(held, Err(CallError::DeadlineExceeded { .. })),
+            "{held:?}"
+        );
+        assert!(
+            matches!(refused, Err(CallError::Busy { waited, .. }) if waited.is_zero()),
+            "{refused:?}"
+        );
+        assert!(elapsed < patience, "refused after {elapsed:?}");
+        assert!(
+            matches!(made, Err(CallError::DeadlineExceeded { .. })),
+            "the other namespace's call ran: {made:?}"
+        );
+        assert_eq!(metrics.calls(HOSTILE, "bootstrap.generate", "busy"), 1);
+        assert_eq!(metrics.waiting(HOSTILE), 0, "none left waiting");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_queued_when_the_throttle_begins_are_refused_at_their_turn() {
         let settings = RuntimeSettings {
@@ -416,24 +501,27 @@ mod infinite_loop {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_beyond_the_instance_slots_wait_for_one() {
-        calls_beyond_two_wait(RuntimeSettings {
+        let settings = RuntimeSettings {
             max_instances: 2,
             patience: limits().deadline * 10,
             ..settings(None)
-        })
-        .await;
+        };
+        calls_beyond_two_wait(settings, ["a", "b", "c", "d"]).await;
     }
 
-    /// Four looping calls under `settings`, which let two run at once: two
-    /// run while two are queued (not dropped), as the metrics say, then
-    /// those two run their whole deadline.
-    async fn calls_beyond_two_wait(settings: RuntimeSettings) {
+    /// Four looping calls about objects in `namespaces` under `settings`,
+    /// which let two run at once: two run while two are queued (not
+    /// dropped), as the metrics say, then those two run their whole deadline.
+    async fn calls_beyond_two_wait(settings: RuntimeSettings, namespaces: [&str; 4]) {
         let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;
-        let request = requests::generate("{}");
         let started = Instant::now();
-        let calls = (0..4).map(|_| async {
-            let result = runtime.generate(HOSTILE, &request).await;
-            (result, started.elapsed())
+        let calls = namespaces.map(|namespace| {
+            let request = in_namespace(requests::generate("{}"), namespace);
+            let runtime = &runtime;
+            async move {
+                let result = runtime.generate(HOSTILE, &request).await;
+                (result, started.elapsed())
+            }
         });
         let sample = async {
             tokio::time::sleep(limits().deadline / 2).await;
@@ -930,8 +1018,9 @@ mod timer_sleep {
     /// the well-behaved provider is served while all six are waiting.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ends_at_its_deadline_while_waiting_on_a_timer_and_holds_no_thread() {
+        // Turns enough for six calls about one namespace at once.
         let settings = RuntimeSettings {
-            max_calls_per_provider: 6,
+            max_calls_per_provider: 12,
             ..settings(None)
         };
         let (runtime, metrics) = runtime_with_settings(COVERS, settings).await;

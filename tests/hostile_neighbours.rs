@@ -8,6 +8,10 @@
 //! stays under its bound, SIGTERM ends it, and each hostile object says
 //! which limit it crossed.
 //!
+//! Then tenants of one provider: one namespace's pools whose calls all run
+//! into their deadline beside another namespace's pools on the same
+//! provider, which must not be throttled or held up for them.
+//!
 //! It prints its figures (a good pool's time to Running alone and beside the
 //! hostile ones, the slowest health answer, peak RSS, time to exit after
 //! SIGTERM); only the bounds the operator promises are asserted.
@@ -25,8 +29,8 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use testenv::flows::{
-    Apis, Objects, Providers, condition, create_pool, wait_for, wait_for_cluster, wait_for_event,
-    wait_for_module, wait_for_pool,
+    Apis, Modules, Objects, Providers, condition, create_pool, wait_for, wait_for_cluster,
+    wait_for_event, wait_for_module, wait_for_pool,
 };
 use testenv::operator::OperatorProcess;
 use testenv::{Options, TestEnv};
@@ -42,7 +46,8 @@ const RSS_BOUND: u64 = 256 << 20;
 const HEALTH_BOUND: Duration = Duration::from_secs(1);
 const SIGTERM_BOUND: Duration = Duration::from_secs(10);
 
-/// ProviderModule `name` serving `file` in `world`, with `hosts` allowed.
+/// ProviderModule `name` serving `file` in `world`, with `hosts` allowed,
+/// its calls ending at [`DEADLINE_MILLIS`].
 async fn module(client: &Client, name: &str, world: World, file: &str, hosts: &[&str]) {
     let module = ProviderModuleBuilder::file(name, world, &guest_path(file).to_string_lossy())
         .timeout_millis(DEADLINE_MILLIS)
@@ -491,4 +496,161 @@ async fn good_pools(client: &Client, apis: &Apis, prefix: &str, providers: &Prov
         .map(|name| good_pool(client, apis, name, providers));
     futures::future::join_all(running).await;
     started.elapsed()
+}
+
+/// Tenant A's pools, in a namespace of their own.
+const BLACK_HOLED_POOLS: usize = 40;
+
+/// A loopback endpoint that accepts connections and never answers: a call
+/// that sends a request there waits on it until its deadline. The task
+/// holds the connections; abort it to let them go.
+async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            held.push(connection);
+        }
+    });
+    (endpoint, task)
+}
+
+/// kubeadm-bootstrap and a sim-infrastructure module whose calls end at
+/// [`DEADLINE_MILLIS`], named after `prefix`, in service.
+async fn short_deadline_modules(client: &Client, prefix: &str) -> Modules {
+    let modules = Modules {
+        bootstrap: format!("{prefix}-kubeadm"),
+        infrastructure: format!("{prefix}-sim"),
+    };
+    module(
+        client,
+        &modules.bootstrap,
+        World::Bootstrap,
+        "kubeadm_bootstrap.wasm",
+        &[],
+    )
+    .await;
+    module(
+        client,
+        &modules.infrastructure,
+        World::Infrastructure,
+        "sim_infrastructure.wasm",
+        &["127.0.0.1"],
+    )
+    .await;
+    let api = Api::<ProviderModule>::all(client.clone());
+    for name in [&modules.bootstrap, &modules.infrastructure] {
+        wait_for_module(&api, name, "Ready").await;
+    }
+    modules
+}
+
+/// The Ready reason of a pool whose calls ran into their deadline, and of
+/// one whose calls are refused for that.
+const DEADLINE_REASONS: [&str; 2] = ["GuestTimedOut", "ProviderThrottled"];
+
+/// Tenant A's 40 pools point the sim-infrastructure provider they share
+/// with tenant B at an endpoint that never answers, so each of their calls
+/// waits on HTTP until its deadline (a config mistake, or a hostile
+/// tenant). A's calls hold at most half the provider's turns and only A's
+/// are throttled: B's pools reach Running, none of B's objects is ever
+/// throttled, and the ProviderModule names A's namespace as throttled.
+/// Prints B's pools' time to Running alone and beside A's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_s_pools_on_a_black_holed_endpoint_leave_another_tenant_s_pools_on_the_same_provider_alone()
+ {
+    let _alone = ONE_OPERATOR_AT_A_TIME.lock().await;
+    let env = TestEnv::start(Options::default()).await.unwrap();
+    let workload = env.workload().unwrap();
+    let client = env.management().client().unwrap();
+    let tenant_b = env.management().create_namespace("tenant-b").await.unwrap();
+    let tenant_a = env.management().create_namespace("tenant-a").await.unwrap();
+    let (b, a) = (Apis::new(&client, &tenant_b), Apis::new(&client, &tenant_a));
+    let (_cloud, objects) = Objects::start_cloud(workload.client().unwrap())
+        .await
+        .unwrap();
+    let (silent_endpoint, silence) = black_hole().await;
+    let mut operator = OperatorProcess::start(env.management(), &tenant_b, "tenants", &[]).await;
+
+    // One provider for both tenants; each tenant's Cluster served well.
+    let modules = short_deadline_modules(&client, &tenant_b).await;
+    let sim_module = modules.infrastructure.clone();
+    for (ns, cluster, apis) in [(&tenant_b, "good", &b), (&tenant_a, "hostile", &a)] {
+        objects
+            .create_cluster(&client, workload, ns, cluster, &modules)
+            .await
+            .unwrap();
+        wait_for_cluster(&apis.clusters, cluster, "Provisioned").await;
+    }
+    let good = objects.providers(&modules);
+    let alone = good_pools(&client, &b, "alone", &good).await;
+
+    // A's pools, their infrastructure config pointing at the black hole.
+    let mut silent = good.clone();
+    silent.infrastructure.1["endpoint"] = json!(silent_endpoint);
+    for i in 0..BLACK_HOLED_POOLS {
+        let pool = MachinePoolBuilder::new(&tenant_a, &format!("silent-{i}"), "hostile")
+            .replicas(1)
+            .build();
+        create_pool(&client, &pool, &silent).await.unwrap();
+    }
+    // B's pools beside them once A's calls run into their deadline.
+    wait_for(&a.infra_pools, "silent-0", "a deadline reason", |p| {
+        p.and_then(|p| condition(p.status()?.conditions(), "Ready"))
+            .is_some_and(|(_, reason, _)| DEADLINE_REASONS.contains(&reason.as_str()))
+    })
+    .await;
+    let beside = good_pools(&client, &b, "beside", &good).await;
+
+    // A's fault took: every one of its pools says its calls ran into their
+    // deadline or are refused for it.
+    let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..BLACK_HOLED_POOLS {
+        let name = format!("silent-{i}");
+        let pool = wait_for(&a.infra_pools, &name, "a deadline reason", |p| {
+            p.and_then(|p| condition(p.status()?.conditions(), "Ready"))
+                .is_some_and(|(_, reason, _)| DEADLINE_REASONS.contains(&reason.as_str()))
+        })
+        .await
+        .unwrap();
+        let (_, reason, _) = condition(pool.status().unwrap().conditions(), "Ready").unwrap();
+        *reasons.entry(reason).or_default() += 1;
+    }
+    // The module says that A's namespace, and not B's, is throttled.
+    let modules_api = Api::<ProviderModule>::all(client.clone());
+    let throttled = wait_for(&modules_api, &sim_module, "Throttled", |m| {
+        m.and_then(|m| condition(m.status()?.conditions(), "Throttled"))
+            .is_some_and(|(status, reason, _)| status == "True" && reason == "ProviderThrottled")
+    })
+    .await
+    .unwrap();
+    let (_, _, message) = condition(throttled.status().unwrap().conditions(), "Throttled").unwrap();
+    eprintln!("{sim_module}: Throttled: {message}");
+    assert!(message.contains(&format!("{tenant_a:?}")), "{message}");
+    assert!(!message.contains(&tenant_b), "{message}");
+    let note = wait_for_event(&client, "", &sim_module, "ProviderThrottled").await;
+    assert!(note.contains(&format!("{tenant_a:?}")), "{note}");
+    // None of B's objects was ever throttled: each would have said so with
+    // a Warning Event.
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &tenant_b)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap();
+    let warned: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("ProviderThrottled"))
+        .map(|e| format!("{:?}: {:?}", e.regarding, e.note))
+        .collect();
+    assert!(warned.is_empty(), "B's objects were throttled: {warned:?}");
+
+    eprintln!(
+        "tenant B's {GOOD_POOLS} pools to Running: alone {alone:.1?}, beside tenant A's \
+         {BLACK_HOLED_POOLS} black-holed pools on the same provider {beside:.1?} ({:.2}x); \
+         A's pools by Ready reason: {reasons:?}",
+        beside.as_secs_f64() / alone.as_secs_f64()
+    );
+    operator.terminate(SIGTERM_BOUND).await;
+    silence.abort();
 }

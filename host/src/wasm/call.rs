@@ -19,7 +19,7 @@ use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
 use super::bindings::{
     BootstrapProviderIndices, InfrastructureProviderIndices, PlatformProviderIndices,
 };
-use super::fairness::{self, Fairness, Share};
+use super::fairness::{self, Fairness, Share, Tenant, Turn};
 use super::limits::{GuestMemory, MemoryBound};
 use super::metrics::{Held, Metrics};
 use super::provider::{Callee, ProviderPre, WorldExports};
@@ -74,19 +74,22 @@ pub(crate) async fn run<R>(
     );
     let started = Instant::now();
     let share = callee.share;
-    let result = match share.admit(callee.name, callee.digest) {
+    // Held for the whole call: its turns and its throttle.
+    let tenant = share.tenant(callee.tenant);
+    let result = match tenant.admit(callee.name, callee.digest) {
         Ok(()) => {
-            bounded(host, callee, share, export, body)
+            bounded(host, callee, share, &tenant, export, body)
                 .instrument(span.clone())
                 .await
         }
         Err(refused) => Err(refused),
     };
-    if share.record(callee.digest, fairness::ended(&result)) {
+    if tenant.record(callee.digest, fairness::ended(&result)) {
         tracing::warn!(
             provider = &**callee.name,
             digest = callee.digest,
-            "provider throttled: its calls keep running into their deadline"
+            namespace = tenant.name(),
+            "provider throttled for one namespace: its calls about that namespace's objects keep running into their deadline"
         );
         host.fairness.tell(callee.name);
     }
@@ -152,6 +155,7 @@ async fn bounded<R>(
     host: &Host<'_>,
     callee: &Callee<'_>,
     share: &Arc<Share>,
+    tenant: &Tenant,
     export: &'static str,
     body: impl AsyncFnOnce(
         &mut Store<CallState>,
@@ -159,10 +163,10 @@ async fn bounded<R>(
         &ProviderPre,
     ) -> Option<GuestResult<R>>,
 ) -> Result<R, CallError> {
-    let (_turn, _slot) = start(host, callee, share, export).await?;
+    let (_turn, _slot) = start(host, callee, share, tenant, export).await?;
     // A throttle that began while this call waited refuses it now, or every
-    // call queued behind the provider's turns would still run to its deadline.
-    share.admit(callee.name, callee.digest)?;
+    // call queued behind its tenant's turns would still run to its deadline.
+    tenant.admit(callee.name, callee.digest)?;
     let deadline = callee.limits.deadline;
     let mut store = store(host, callee, share);
     // The outer error: no instance could be made.
@@ -233,16 +237,18 @@ async fn bounded<R>(
     }
 }
 
-/// The provider's turn and an instance slot: at once if both are free (no
-/// timer for most calls), else within the host's patience; refused at once
-/// when every turn is held by a call already running past the patience.
+/// A turn (its tenant's and its provider's) and an instance slot: at once
+/// if all are free (no timer for most calls), else within the host's
+/// patience; refused at once when every turn of its tenant is held by a
+/// call already running past the patience (whatever other tenants do).
 async fn start<'s, 'h>(
     host: &Host<'h>,
     callee: &Callee<'_>,
     share: &'s Share,
+    tenant: &'s Tenant,
     export: &'static str,
-) -> Result<(SemaphorePermit<'s>, SemaphorePermit<'h>), CallError> {
-    if let Some(turn) = share.try_turn()
+) -> Result<(Turn<'s>, SemaphorePermit<'h>), CallError> {
+    if let Some(turn) = share.try_turn(tenant)
         && let Ok(slot) = host.slots.try_acquire()
     {
         return Ok((turn, slot));
@@ -253,13 +259,13 @@ async fn start<'s, 'h>(
         waited,
     };
     if let Some(patience) = host.patience
-        && share.held_past(patience)
+        && tenant.held_past(patience)
     {
         return Err(busy(Duration::ZERO));
     }
     let _waiting = Held::new(&share.waiting);
     let wait = async {
-        let turn = share.turn().await?;
+        let turn = share.turn(tenant).await?;
         let slot = host.slots.acquire().await.ok()?;
         Some((turn, slot))
     };

@@ -1,8 +1,9 @@
 //! Errors of loading a provider and of calling one.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use super::fairness::{Wall, Whose};
 use super::limits::MemoryBound;
 use super::types::ProviderError;
 
@@ -137,19 +138,27 @@ pub enum CallError {
         /// message it sent through `log` (either way, its panic message).
         last_words: String,
     },
-    /// The provider's calls kept running into their deadline: its calls
-    /// are refused for a while (see `fairness`).
+    /// The provider's calls about one tenant's objects kept running into
+    /// their deadline: those calls are refused for a while (see
+    /// `fairness`); the other tenants' calls are made.
     #[error(
-        "provider {provider:?} is throttled for another {}s: {deadlines} of its calls in a row ran into their deadline",
-        remaining.as_secs().max(1)
+        "provider {provider:?} is throttled for {} until {}: {deadlines} of them in a row ran into their deadline",
+        Whose(namespace),
+        Wall(*ends)
     )]
     Throttled {
         /// The provider.
         provider: String,
-        /// Its calls in a row that ran into their deadline.
+        /// The namespace whose objects' calls are refused (empty: calls
+        /// about no object).
+        namespace: String,
+        /// Those calls in a row that ran into their deadline.
         deadlines: u32,
         /// How long its calls are still refused.
         remaining: Duration,
+        /// When the throttle ends, by the wall clock (what people read:
+        /// unlike `remaining`, the same on every refusal).
+        ends: SystemTime,
     },
     /// No turn of the provider (or no instance slot) came free within the
     /// runtime's patience: the call did not start, and may be made again.

@@ -3,16 +3,13 @@
 //! share goes to the canary), with the credentials withheld from the guest
 //! and its result checked against the contract.
 
-use std::sync::Arc;
-
 use wasmtime::Store;
 use wasmtime::component::Instance as ComponentInstance;
 
 use super::bindings::types;
 use super::call::{self, GuestResult};
 use super::credentials::{Credentialed, withhold};
-use super::host::auth::Keys;
-use super::provider::{InfrastructureExports, LoadedProvider, WorldExports};
+use super::provider::{Callee, InfrastructureExports, WorldExports};
 use super::runtime::Runtime;
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
@@ -22,7 +19,7 @@ impl Runtime {
     /// What `provider` says of itself (every world exports it).
     pub async fn info(&self, provider: &str) -> Result<types::ProviderInfo, CallError> {
         let provider = self.provider(provider)?;
-        call::info(&self.host(), &provider.callee()).await
+        call::info(&self.host(), &provider.callee("")).await
     }
 
     /// `bootstrap.generate` of `provider`: bootstrap data of the format it
@@ -32,10 +29,11 @@ impl Runtime {
         provider: &str,
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
-        self.serve(provider, &request.config_object.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
+        let object = &request.config_object;
+        self.serve(provider, &object.uid, &object.namespace, async |serving| {
+            let (request, keys) = withhold(serving.provider.capabilities(), request);
             let request = &*request;
-            let mut callee = provider.callee();
+            let mut callee = serving.callee();
             callee.keys = keys;
             let data = call::run(
                 &self.host(),
@@ -53,7 +51,7 @@ impl Runtime {
             )
             .await?;
             self.checked(
-                &provider,
+                &serving.provider,
                 "bootstrap.generate",
                 checks::bootstrap_data(&data),
             )?;
@@ -72,6 +70,7 @@ impl Runtime {
         let served = Served {
             provider,
             uid: &request.pool.uid,
+            tenant: &request.pool.namespace,
             export: "machine-pools.reconcile",
         };
         self.served(
@@ -97,6 +96,7 @@ impl Runtime {
         let served = Served {
             provider,
             uid: &request.pool.uid,
+            tenant: &request.pool.namespace,
             export: "machine-pools.delete",
         };
         self.served(
@@ -123,6 +123,7 @@ impl Runtime {
         let served = Served {
             provider,
             uid: &request.cluster_object.uid,
+            tenant: &request.cluster_object.namespace,
             export: "clusters.reconcile",
         };
         self.served(
@@ -148,6 +149,7 @@ impl Runtime {
         let served = Served {
             provider,
             uid: &request.cluster_object.uid,
+            tenant: &request.cluster_object.namespace,
             export: "clusters.delete",
         };
         self.served(
@@ -179,17 +181,24 @@ impl Runtime {
         ) -> GuestResult<R>,
         rules: impl FnOnce(&R, &Q) -> Result<(), checks::Violation>,
     ) -> Result<R, CallError> {
-        self.serve(served.provider, served.uid, async |provider| {
-            let (request, keys) = withhold(provider.capabilities(), request);
-            let request = &*request;
-            let result = self
-                .infrastructure(&provider, keys, served.export, async |store, i, x| {
-                    body(store, i, x, request).await
-                })
-                .await?;
-            self.checked(&provider, served.export, rules(&result, request))?;
-            Ok(result)
-        })
+        self.serve(
+            served.provider,
+            served.uid,
+            served.tenant,
+            async |serving| {
+                let (request, keys) = withhold(serving.provider.capabilities(), request);
+                let request = &*request;
+                let mut callee = serving.callee();
+                callee.keys = keys;
+                let result = self
+                    .infrastructure(&callee, served.export, async |store, i, x| {
+                        body(store, i, x, request).await
+                    })
+                    .await?;
+                self.checked(&serving.provider, served.export, rules(&result, request))?;
+                Ok(result)
+            },
+        )
         .await
     }
 
@@ -202,8 +211,7 @@ impl Runtime {
     ) -> Result<String, CallError> {
         let provider = self.provider(provider)?;
         self.infrastructure(
-            &provider,
-            None,
+            &provider.callee(""),
             "provider-ids.provider-id",
             async |store, i, x| {
                 x.provider_ids
@@ -218,7 +226,8 @@ impl Runtime {
     /// `provider-ids.owns` of `provider`.
     pub async fn owns(&self, provider: &str, provider_id: &str) -> Result<bool, CallError> {
         let provider = self.provider(provider)?;
-        self.infrastructure(&provider, None, "provider-ids.owns", async |store, i, x| {
+        let callee = provider.callee("");
+        self.infrastructure(&callee, "provider-ids.owns", async |store, i, x| {
             x.provider_ids
                 .load(&mut *store, i)?
                 .call_owns(store, provider_id)
@@ -231,8 +240,7 @@ impl Runtime {
     /// An export only the infrastructure world has.
     async fn infrastructure<R>(
         &self,
-        provider: &LoadedProvider,
-        keys: Option<Arc<Keys>>,
+        callee: &Callee<'_>,
         export: &'static str,
         body: impl AsyncFnOnce(
             &mut Store<CallState>,
@@ -240,11 +248,9 @@ impl Runtime {
             &InfrastructureExports,
         ) -> GuestResult<R>,
     ) -> Result<R, CallError> {
-        let mut callee = provider.callee();
-        callee.keys = keys;
         call::run(
             &self.host(),
-            &callee,
+            callee,
             export,
             async |store, instance, pre| match &pre.world {
                 WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),
@@ -259,5 +265,7 @@ impl Runtime {
 struct Served<'a> {
     provider: &'a str,
     uid: &'a str,
+    /// The object's namespace.
+    tenant: &'a str,
     export: &'static str,
 }

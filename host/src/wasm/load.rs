@@ -114,8 +114,10 @@ pub(crate) async fn load(
         .map_err(link)?;
     let pre = ProviderPre::new(instance_pre, world).map_err(link)?;
     let digest = format!("sha256:{}", compiled.digest_hex);
-    // Check: one real instantiation and calls under the provider's own limits.
+    // Check: one real instantiation and calls under the provider's own
+    // limits; a new version starts unthrottled for every tenant.
     let share = host.fairness.share(&name);
+    share.follow(&digest);
     let callee = Callee {
         name: &name,
         digest: &digest,
@@ -123,6 +125,7 @@ pub(crate) async fn load(
         limits: &limits,
         egress: &egress,
         share: &share,
+        tenant: "",
         pre: &pre,
         keys: None,
     };

@@ -38,7 +38,7 @@ pub use bindings::{bootstrap, clusters, composition, machine_pools};
 pub use cache::PrecompiledCache;
 pub use composed::ObjectKind;
 pub use error::{CallError, Error};
-pub use fairness::{THROTTLE_AFTER, Throttled};
+pub use fairness::{THROTTLE_AFTER, Throttled, Wall, Whose};
 pub use host::auth::{AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AuthError, HostAuth, Keys, Scheme};
 pub use limits::{Capabilities, HttpLimits, Limits, MemoryBound};
 pub use load::{ProviderSource, ProviderSpec};

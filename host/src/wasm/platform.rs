@@ -8,7 +8,7 @@ use wasmtime::component::Instance as ComponentInstance;
 use super::call::{self, GuestResult};
 use super::composed::{self, Composition};
 use super::composition::{ClusterSummary, RenderRequest, StatusRequest, ValidateRequest, Verdict};
-use super::provider::{LoadedProvider, WorldExports};
+use super::provider::{Callee, WorldExports};
 use super::runtime::Runtime;
 use super::state::CallState;
 use super::{CallError, bindings, text};
@@ -26,52 +26,58 @@ impl Runtime {
         request: &RenderRequest,
     ) -> Result<Composition, CallError> {
         const EXPORT: &str = "composition.render";
-        self.serve(provider, uid, async |provider| {
+        self.serve(provider, uid, namespace, async |serving| {
             let rendered = self
-                .platform(&provider, EXPORT, async |store, i, x| {
+                .platform(&serving.callee(), EXPORT, async |store, i, x| {
                     x.load(&mut *store, i)?.call_render(store, request).await
                 })
                 .await?;
+            let provider = &serving.provider;
             let allowed = &provider.capabilities().allowed_kinds;
             composed::rendered(rendered, namespace, allowed)
-                .map_err(|violation| self.refused(&provider, EXPORT, violation))
+                .map_err(|violation| self.refused(provider, EXPORT, violation))
         })
         .await
     }
 
-    /// `composition.status` of `provider` for the platform cluster `uid`.
+    /// `composition.status` of `provider` for the platform cluster `uid`
+    /// in `namespace`.
     pub async fn platform_status(
         &self,
         provider: &str,
         uid: &str,
+        namespace: &str,
         request: &StatusRequest,
     ) -> Result<ClusterSummary, CallError> {
         const EXPORT: &str = "composition.status";
-        self.serve(provider, uid, async |provider| {
+        self.serve(provider, uid, namespace, async |serving| {
             let summary = self
-                .platform(&provider, EXPORT, async |store, i, x| {
+                .platform(&serving.callee(), EXPORT, async |store, i, x| {
                     x.load(&mut *store, i)?.call_status(store, request).await
                 })
                 .await?;
             composed::summary(summary)
-                .map_err(|violation| self.refused(&provider, EXPORT, violation))
+                .map_err(|violation| self.refused(&serving.provider, EXPORT, violation))
         })
         .await
     }
 
-    /// `composition.validate` of `provider` for the platform cluster `uid`,
-    /// a refusal's reason bounded as all guest text is.
+    /// `composition.validate` of `provider` for the platform cluster `uid`
+    /// in `namespace`, a refusal's reason bounded as all guest text is.
     pub async fn validate(
         &self,
         provider: &str,
         uid: &str,
+        namespace: &str,
         request: &ValidateRequest,
     ) -> Result<Verdict, CallError> {
-        self.serve(provider, uid, async |provider| {
+        self.serve(provider, uid, namespace, async |serving| {
             let verdict = self
-                .platform(&provider, "composition.validate", async |store, i, x| {
-                    x.load(&mut *store, i)?.call_validate(store, request).await
-                })
+                .platform(
+                    &serving.callee(),
+                    "composition.validate",
+                    async |store, i, x| x.load(&mut *store, i)?.call_validate(store, request).await,
+                )
                 .await?;
             Ok(match verdict {
                 Verdict::Refused(why) => {
@@ -86,13 +92,13 @@ impl Runtime {
     /// An export only the platform world has.
     async fn platform<R>(
         &self,
-        provider: &LoadedProvider,
+        callee: &Callee<'_>,
         export: &'static str,
         body: impl AsyncFnOnce(&mut Store<CallState>, &ComponentInstance, &Exports) -> GuestResult<R>,
     ) -> Result<R, CallError> {
         call::run(
             &self.host(),
-            &provider.callee(),
+            callee,
             export,
             async |store, instance, pre| match &pre.world {
                 WorldExports::Platform(exports) => Some(body(store, instance, exports).await),

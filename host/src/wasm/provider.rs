@@ -50,6 +50,9 @@ pub(crate) struct Callee<'a> {
     pub(crate) limits: &'a Limits,
     pub(crate) egress: &'a Arc<Egress>,
     pub(crate) share: &'a Arc<Share>,
+    /// The tenant the call is about: the namespace of its object, empty for
+    /// a call about no object. Its part of the share bounds the call.
+    pub(crate) tenant: &'a str,
     pub(crate) pre: &'a ProviderPre,
     /// The credentials the host authenticates this call's requests with.
     pub(crate) keys: Option<Arc<Keys>>,
@@ -116,8 +119,9 @@ impl LoadedProvider {
         &self.egress.capabilities
     }
 
-    /// What a call needs of it.
-    pub(crate) fn callee(&self) -> Callee<'_> {
+    /// What a call about an object in namespace `tenant` needs of it
+    /// (empty: about no object).
+    pub(crate) fn callee<'a>(&'a self, tenant: &'a str) -> Callee<'a> {
         Callee {
             name: &self.name,
             digest: &self.digest,
@@ -125,6 +129,7 @@ impl LoadedProvider {
             limits: &self.limits,
             egress: &self.egress,
             share: &self.share,
+            tenant,
             pre: &self.pre,
             keys: None,
         }

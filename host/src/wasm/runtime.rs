@@ -16,7 +16,7 @@ use super::limits::GuestMemory;
 use super::linkers::Linkers;
 use super::load::{self, ProviderSpec};
 use super::metrics::Metrics;
-use super::provider::LoadedProvider;
+use super::provider::{Callee, LoadedProvider};
 use super::registry::Registry;
 use super::{CallError, Error, checks};
 
@@ -37,7 +37,9 @@ pub struct RuntimeSettings {
     pub guest_memory_budget_bytes: Option<usize>,
     /// Calls of one provider that may run at once; more wait their turn.
     /// Fewer than a controller's workers, so that one provider's calls
-    /// running to their deadline leave workers for the others.
+    /// running to their deadline leave workers for the others. Calls about
+    /// one namespace's objects may hold half of them (rounded up), so that
+    /// the other namespaces' calls always find a turn.
     pub max_calls_per_provider: u32,
     /// How long a call waits for its provider's turn and an instance slot
     /// before it is refused as busy (loading waits as long as it takes).
@@ -122,12 +124,14 @@ impl Runtime {
         &self.inner.registry
     }
 
-    /// Provider `name`'s throttle, if its calls are refused now.
-    pub fn throttled(&self, name: &str) -> Option<Throttled> {
+    /// Provider `name`'s throttles that hold now, by namespace: the
+    /// tenants whose calls of it are refused (the others' are made).
+    pub fn throttled(&self, name: &str) -> Vec<Throttled> {
         self.inner.fairness.throttled(name)
     }
 
-    /// The names of providers throttled from now on.
+    /// The names of providers throttled (for one namespace or more) from
+    /// now on.
     pub fn throttles(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
         self.inner.fairness.changes()
     }
@@ -210,19 +214,23 @@ impl Runtime {
     }
 
     /// Runs `call` on the version of `name` that serves the object `uid`
-    /// (a canary's share goes to the canary), and counts a canary's call.
+    /// in namespace `tenant` (a canary's share goes to the canary), and
+    /// counts a canary's call.
     pub(super) async fn serve<T>(
         &self,
         name: &str,
         uid: &str,
-        call: impl AsyncFnOnce(Arc<LoadedProvider>) -> Result<T, CallError>,
+        tenant: &str,
+        // Higher-ranked: with the tenant's lifetime fixed, the callers'
+        // futures are not general enough for the controllers' boxed phases.
+        call: impl for<'t> AsyncFnOnce(Serving<'t>) -> Result<T, CallError>,
     ) -> Result<T, CallError> {
         let (provider, canary) = self
             .inner
             .registry
             .pick(name, uid)
             .ok_or_else(|| CallError::NotLoaded(name.to_owned()))?;
-        let result = call(provider).await;
+        let result = call(Serving { provider, tenant }).await;
         if let Some(canary) = canary {
             let broke = result.as_ref().err().is_some_and(CallError::broke);
             self.inner.registry.record(&canary, broke);
@@ -230,6 +238,7 @@ impl Runtime {
         result
     }
 
+    /// The version in service of `name`, for calls about no object.
     pub(super) fn provider(&self, name: &str) -> Result<Arc<LoadedProvider>, CallError> {
         self.inner
             .registry
@@ -270,5 +279,19 @@ impl Runtime {
             export,
             violation,
         }
+    }
+}
+
+/// The version of a provider serving a call about an object, and the
+/// object's namespace, whose part of the provider's share the call runs in.
+pub(super) struct Serving<'t> {
+    pub(super) provider: Arc<LoadedProvider>,
+    pub(super) tenant: &'t str,
+}
+
+impl Serving<'_> {
+    /// What the call needs of the provider, in its tenant's part.
+    pub(super) fn callee(&self) -> Callee<'_> {
+        self.provider.callee(self.tenant)
     }
 }

@@ -118,7 +118,12 @@ impl Admission {
             (&old, old_template.as_ref()),
         );
         let uid = cluster.uid().unwrap_or_default();
-        match self.runtime.validate(provider, &uid, &request).await {
+        let namespace = cluster.namespace().unwrap_or_default();
+        match self
+            .runtime
+            .validate(provider, &uid, &namespace, &request)
+            .await
+        {
             Ok(Verdict::Allowed) => Judged::Allowed,
             Ok(Verdict::Refused(why)) => {
                 Judged::Refused(change::refusal(cluster, &old, provider, &why))

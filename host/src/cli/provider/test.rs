@@ -191,11 +191,11 @@ pub(super) async fn make(
             .await
             .map(|c| to_json(&platform_json::Rendered::from(c))),
         Call::Status(r) => runtime
-            .platform_status(name, "", &r)
+            .platform_status(name, "", "", &r)
             .await
             .map(|s| to_json(&platform_json::ClusterSummary::from(s))),
         Call::Validate(r) => runtime
-            .validate(name, "", &r)
+            .validate(name, "", "", &r)
             .await
             .map(platform_json::verdict),
         Call::Info => runtime

@@ -82,9 +82,10 @@ pub(super) async fn change(
     let new_documents = (documents.cluster.clone(), documents.template.clone());
     let request = request(&object, new_documents, (&old, old_template.as_deref()));
     let uid = object.uid().unwrap_or_default();
+    let namespace = object.namespace().unwrap_or_default();
     let verdict = ctx
         .runtime
-        .validate(provider.name(), &uid, &request)
+        .validate(provider.name(), &uid, &namespace, &request)
         .await
         .map_err(|e| scope.failed(ConditionType::TemplateAccepted, Error::Guest(e)))?;
     match verdict {

@@ -48,9 +48,10 @@ pub(super) async fn roll_up(
         nodes: nodes(ctx, observed).await,
     };
     let uid = object.uid().unwrap_or_default();
+    let namespace = object.namespace().unwrap_or_default();
     let summary = ctx
         .runtime
-        .platform_status(provider.name(), &uid, &request)
+        .platform_status(provider.name(), &uid, &namespace, &request)
         .await
         .map_err(Error::Guest)?;
     if let Some(violation) = host_condition(&summary) {

@@ -16,6 +16,7 @@ use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::controllers::shard::{Role, Shard};
 use crate::phases;
+use crate::wasm::{Throttled, Wall};
 
 /// Removed only after the module is taken out of service.
 pub const FINALIZER: &str = "runtime.capwasm.dev/provider-module";
@@ -73,24 +74,22 @@ async fn check_credentials(
     }
 }
 
-/// Whether the module's calls are refused for a while, as `Throttled`
-/// (only once it has been throttled): they kept running into their
-/// deadline, so its objects back off instead of burning the cores the
-/// others need. Looked at again when the throttle ends.
+/// Whether some of the module's calls are refused for a while, as
+/// `Throttled` (only once it has been throttled): those about one
+/// namespace's objects kept running into their deadline, so that
+/// namespace's objects back off instead of burning the cores the others
+/// need, while the other namespaces' calls are made. Names each throttled
+/// namespace; looked at again when the first of their throttles ends.
 async fn throttle(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcome, Error> {
     let name = scope.object.name_any();
-    if let Some(throttled) = ctx.runtime.throttled(&name) {
+    let throttled = ctx.runtime.throttled(&name);
+    if let Some(soonest) = throttled.iter().map(|t| t.remaining).min() {
         scope.set(Desired::holds(
             ConditionType::Throttled,
             Reason::ProviderThrottled,
-            format!(
-                "{} calls in a row of {} ran into their deadline: its calls are refused, and its objects wait, for another {}s",
-                throttled.deadlines,
-                throttled.digest,
-                throttled.remaining.as_secs().max(1)
-            ),
+            throttled_message(&throttled),
         ));
-        return Ok(Outcome::RequeueAfter(throttled.remaining));
+        return Ok(Outcome::RequeueAfter(soonest));
     }
     let was = scope
         .status
@@ -107,6 +106,40 @@ async fn throttle(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Ou
     Ok(Outcome::Continue)
 }
 
+/// Throttles named in the condition; namespaces are many, a message is not.
+const THROTTLES_NAMED: usize = 8;
+
+/// What the module's throttles say: one clause per throttled namespace (the
+/// first [`THROTTLES_NAMED`]), then that the others are served. The same
+/// while they hold (no countdown), so that looking again writes nothing and
+/// wakes none of the objects the module serves.
+fn throttled_message(throttled: &[Throttled]) -> String {
+    let mut clauses: Vec<String> = throttled
+        .iter()
+        .take(THROTTLES_NAMED)
+        .map(|t| {
+            format!(
+                "{} of {}: {} in a row ran into their deadline, refused (their objects wait) until {}",
+                t.whose(),
+                t.digest,
+                t.deadlines,
+                Wall(t.ends)
+            )
+        })
+        .collect();
+    if let Some(more) = throttled
+        .len()
+        .checked_sub(THROTTLES_NAMED)
+        .filter(|n| *n > 0)
+    {
+        clauses.push(format!("and those of {more} more namespaces"));
+    }
+    format!(
+        "{}; the calls about other namespaces are served",
+        clauses.join("; ")
+    )
+}
+
 /// Takes the module out of service; calls in flight finish on the version they hold.
 async fn unload(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcome, Error> {
     let name = scope.object.name_any();
@@ -114,4 +147,46 @@ async fn unload(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outc
         tracing::info!(module = name, "provider taken out of service");
     }
     Ok(Outcome::Continue)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn throttled(namespace: &str) -> Throttled {
+        Throttled {
+            namespace: namespace.into(),
+            digest: "sha256:ab".into(),
+            deadlines: 3,
+            remaining: Duration::from_secs(30),
+            ends: std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        }
+    }
+
+    #[test]
+    fn throttled_message_names_each_namespace_and_says_the_others_are_served() {
+        let message = throttled_message(&[throttled(""), throttled("tenant-a")]);
+        assert_eq!(
+            message,
+            "calls about no object of sha256:ab: 3 in a row ran into their deadline, refused (their objects wait) until 2027-01-15T08:00:00Z; \
+             calls about namespace \"tenant-a\" of sha256:ab: 3 in a row ran into their deadline, refused (their objects wait) until 2027-01-15T08:00:00Z; \
+             the calls about other namespaces are served"
+        );
+    }
+
+    #[test]
+    fn throttled_message_counts_the_namespaces_past_those_it_names() {
+        let many: Vec<Throttled> = (0..THROTTLES_NAMED + 3)
+            .map(|i| throttled(&format!("ns-{i}")))
+            .collect();
+        let message = throttled_message(&many);
+        assert!(message.contains("\"ns-7\""), "{message}");
+        assert!(!message.contains("\"ns-8\""), "{message}");
+        assert!(
+            message.contains("and those of 3 more namespaces"),
+            "{message}"
+        );
+    }
 }
