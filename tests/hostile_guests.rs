@@ -425,9 +425,6 @@ mod infinite_loop {
         assert_eq!(metrics.waiting(HOSTILE), 0, "none left waiting");
     }
 
-    /// One turn, five looping calls: three run to their deadline one after
-    /// another and throttle the provider; the two queued behind them are
-    /// refused when their turn comes instead of running to theirs.
     /// Two turns, one for each namespace: the calls about one namespace
     /// hold theirs past the patience, so its next call is refused at once,
     /// while a call about another namespace finds its turn and is made.
@@ -471,6 +468,9 @@ mod infinite_loop {
         assert_eq!(metrics.waiting(HOSTILE), 0, "none left waiting");
     }
 
+    /// One turn, five looping calls: three run to their deadline one after
+    /// another and throttle the provider; the two queued behind them are
+    /// refused when their turn comes instead of running to theirs.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_queued_when_the_throttle_begins_are_refused_at_their_turn() {
         let settings = RuntimeSettings {

@@ -489,7 +489,8 @@ async fn instances_whose_status_would_pass_its_bound_are_refused() {
     create_pool(client, &pool, &providers).await.unwrap();
     let message = not_ready(&scenario.apis.infra_pools, "wide", "InvalidProviderResult").await;
     assert!(
-        message.contains("instances whose status would be over 512 KiB"),
+        message.contains("a result whose status would be over 512 KiB")
+            && message.contains("instances ("),
         "{message}"
     );
     let recorded = scenario.apis.infra_pools.get("wide").await.unwrap();

@@ -111,9 +111,7 @@ pub fn render(request: &RenderRequest) -> Result<Rendered, ProviderError> {
         }));
     }
     objects.extend(extra_objects(&values));
-    if at(&values, &["echoObserved"]) == Some(&Value::Bool(true)) {
-        objects.push(echo(name, &observed));
-    }
+    objects.extend(echo(name, &values, &observed));
     let mut secrets = Vec::new();
     if at(&values, &["encryptionKey"]) == Some(&Value::Bool(true)) {
         secrets.push(GeneratedSecret {
@@ -149,20 +147,23 @@ fn observed_replicas(observed: &[Value], pool: &str) -> Option<u32> {
         .and_then(|o| count(o, &["spec", "replicas"]))
 }
 
-/// ConfigMap `<name>-echo`: every observed Secret as the host handed it
-/// over, in its data and in an annotation.
-fn echo(name: &str, observed: &[Value]) -> Value {
+/// With `echoObserved`, the `ConfigMap` `<name>-echo`: every observed
+/// Secret as the host handed it over, in its data and in an annotation.
+fn echo(name: &str, values: &Value, observed: &[Value]) -> Option<Value> {
+    if at(values, &["echoObserved"]) != Some(&Value::Bool(true)) {
+        return None;
+    }
     let secrets: Vec<&Value> = observed
         .iter()
         .filter(|o| kind_and_name(o).0 == "Secret")
         .collect();
     let text = Value::from(secrets.iter().map(|s| (*s).clone()).collect::<Vec<_>>()).to_string();
-    json!({
+    Some(json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": { "name": format!("{name}-echo"), "annotations": { "sim-platform.capwasm.dev/echo": text } },
         "data": { "observed": text },
-    })
+    }))
 }
 
 /// `extraObjects`, the first repeated `extraObjectCopies` times.

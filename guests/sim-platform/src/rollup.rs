@@ -100,7 +100,8 @@ pub fn status(request: &StatusRequest) -> Result<ClusterSummary, ProviderError> 
             "NodesNotReady",
         ),
     ];
-    let echoing = |doc: &Value| at(doc, &["spec", "values", "echoObserved"]) == Some(&Value::Bool(true));
+    let echoing =
+        |doc: &Value| at(doc, &["spec", "values", "echoObserved"]) == Some(&Value::Bool(true));
     if echoing(&cluster) || parse(&request.template, "template").is_ok_and(|t| echoing(&t)) {
         conditions.push(echo(&observed));
     }

@@ -79,7 +79,7 @@ pub enum Error {
     /// A platform cluster renders an object that exists and was not
     /// created for it.
     #[error("{0}")]
-    NotOwned(super::platform::ownership::Foreign),
+    NotOwned(super::platform::record::Foreign),
 }
 
 impl Error {

@@ -165,6 +165,28 @@ async fn check_config(
         })
 }
 
+/// `value`, what `provider`'s `export` returned as it would stand in a
+/// status (`what`: `instances`), within the status bound; otherwise the
+/// result is `InvalidProviderResult` and the status keeps what it had.
+pub fn within_status_bound<S: serde::Serialize + ?Sized>(
+    ctx: &Context,
+    provider: &LoadedProvider,
+    export: &'static str,
+    what: &str,
+    value: &S,
+) -> Result<(), Error> {
+    let Some(size) = crate::api::status::oversized(value) else {
+        return Ok(());
+    };
+    let violation = crate::wasm::checks::Violation {
+        rule: "a result whose status would be over 512 KiB",
+        field: format!("{what} ({size} bytes as JSON)"),
+    };
+    Err(Error::Guest(
+        ctx.runtime.refused(provider, export, violation),
+    ))
+}
+
 /// Why a cluster-scoped `kind` `name` may not be used from `namespace`.
 pub fn not_allowed(kind: &str, name: &str, namespace: &str) -> String {
     format!(

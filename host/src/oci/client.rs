@@ -20,7 +20,35 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::reference::is_sha256;
-use super::{Auth, Error, ImageRef, Puller};
+use super::{Auth, Error, ImageRef};
+
+/// How the operator pulls.
+#[derive(Clone, Copy, Debug)]
+pub struct Puller {
+    /// The largest component taken, in bytes.
+    pub max_component_bytes: u64,
+    /// The largest manifest, image index, token or error answer read, in
+    /// bytes. The distribution spec asks registries to take manifests of
+    /// at least 4 MiB, so none larger is pushed where they follow it.
+    pub max_manifest_bytes: u64,
+    /// How long a registry may take to connect or to send the next bytes.
+    pub timeout: Duration,
+    /// How long a whole pull may take, from the tag's resolution to the
+    /// component's last byte, its signatures included: a registry that
+    /// keeps sending, if slowly, never trips [`Self::timeout`].
+    pub deadline: Duration,
+}
+
+impl Default for Puller {
+    fn default() -> Self {
+        Self {
+            max_component_bytes: 64 << 20,
+            max_manifest_bytes: 4 << 20,
+            timeout: Duration::from_secs(10),
+            deadline: Duration::from_secs(60),
+        }
+    }
+}
 
 /// The manifest media types a pull takes.
 const ACCEPTED: &[&str] = &[

@@ -11,9 +11,10 @@ mod push;
 mod record;
 mod reference;
 
+pub use client::Puller;
 pub use cosign::{PublicKey, Signed, verify_signature};
 pub use error::{Error, SignatureError};
-pub use pull::{Artifact, Puller, Resolved, Session};
+pub use pull::{Artifact, Resolved, Session};
 pub use push::{Pushed, push_component};
 pub use record::{Record, Records};
 pub use reference::{Auth, ImageRef};

@@ -2,40 +2,10 @@
 //! its one layer checked and fetched within a size limit, every answer
 //! within its own limit and the whole within a deadline.
 
-use std::time::Duration;
-
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
-use super::client::Registry;
+use super::client::{Puller, Registry};
 use super::{Auth, Error, ImageRef};
-
-/// How the operator pulls.
-#[derive(Clone, Copy, Debug)]
-pub struct Puller {
-    /// The largest component taken, in bytes.
-    pub max_component_bytes: u64,
-    /// The largest manifest, image index, token or error answer read, in
-    /// bytes. The distribution spec asks registries to take manifests of
-    /// at least 4 MiB, so none larger is pushed where they follow it.
-    pub max_manifest_bytes: u64,
-    /// How long a registry may take to connect or to send the next bytes.
-    pub timeout: Duration,
-    /// How long a whole pull may take, from the tag's resolution to the
-    /// component's last byte, its signatures included: a registry that
-    /// keeps sending, if slowly, never trips [`Self::timeout`].
-    pub deadline: Duration,
-}
-
-impl Default for Puller {
-    fn default() -> Self {
-        Self {
-            max_component_bytes: 64 << 20,
-            max_manifest_bytes: 4 << 20,
-            timeout: Duration::from_secs(10),
-            deadline: Duration::from_secs(60),
-        }
-    }
-}
 
 /// An image's manifest digest and the component layer it names.
 #[derive(Clone, Debug)]

@@ -153,7 +153,7 @@ pub fn rendered(
         }
         objects.push(object);
     }
-    let clusters = super::composed_meta::clusters(&objects);
+    let clusters = clusters(&objects);
     for (i, object) in objects.iter().enumerate() {
         let text_at = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
         let kind = (group_of(text_at("apiVersion")), text_at("kind"));
@@ -165,6 +165,25 @@ pub fn rendered(
         objects,
         secrets: rendered.secrets,
     })
+}
+
+/// The names of the Clusters (`cluster.x-k8s.io`) among rendered `objects`.
+fn clusters(objects: &[Map<String, Value>]) -> HashSet<String> {
+    objects
+        .iter()
+        .filter(|o| {
+            o.get("kind").and_then(Value::as_str) == Some("Cluster")
+                && o.get("apiVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| group_of(v) == "cluster.x-k8s.io")
+        })
+        .filter_map(|o| {
+            o.get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
 }
 
 fn secrets(
@@ -263,6 +282,8 @@ pub fn summary(mut summary: ClusterSummary) -> Result<ClusterSummary, Violation>
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn allowed() -> Vec<ObjectKind> {
@@ -375,5 +396,18 @@ mod tests {
         for bad in ["", "-a", "a-", "A", "a.b", &"a".repeat(64)] {
             assert!(!dns_label(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_clusters_of_a_render_are_its_cluster_x_k8s_io_clusters() {
+        let objects = [
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "c"}}),
+            json!({"apiVersion": "example.com/v1", "kind": "Cluster", "metadata": {"name": "other"}}),
+        ];
+        let objects: Vec<Map<String, Value>> = objects
+            .into_iter()
+            .filter_map(|o| o.as_object().cloned())
+            .collect();
+        assert_eq!(clusters(&objects), HashSet::from(["c".to_owned()]));
     }
 }

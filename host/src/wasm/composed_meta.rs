@@ -40,25 +40,6 @@ const INERT_SECRET_TYPES: &[&str] = &[
     "cluster.x-k8s.io/secret",
 ];
 
-/// The names of the Clusters (`cluster.x-k8s.io`) among rendered `objects`.
-pub(super) fn clusters(objects: &[Map<String, Value>]) -> HashSet<String> {
-    objects
-        .iter()
-        .filter(|o| {
-            o.get("kind").and_then(Value::as_str) == Some("Cluster")
-                && o.get("apiVersion")
-                    .and_then(Value::as_str)
-                    .is_some_and(|v| super::composed::group_of(v) == "cluster.x-k8s.io")
-        })
-        .filter_map(|o| {
-            o.get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .collect()
-}
-
 /// Checks what rendered `object` (of API `group`, kind `kind`) says about
 /// itself; `clusters` are the Clusters of the same render; `at` names a
 /// field of it.
@@ -248,18 +229,5 @@ mod tests {
             let refused = checked(&object, group, kind).err();
             assert_eq!(refused.map(|v| v.field), Some(field.to_owned()), "{object}");
         }
-    }
-
-    #[test]
-    fn the_clusters_of_a_render_are_its_cluster_x_k8s_io_clusters() {
-        let objects = [
-            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "c"}}),
-            json!({"apiVersion": "example.com/v1", "kind": "Cluster", "metadata": {"name": "other"}}),
-        ];
-        let objects: Vec<Map<String, Value>> = objects
-            .into_iter()
-            .filter_map(|o| o.as_object().cloned())
-            .collect();
-        assert_eq!(clusters(&objects), HashSet::from(["c".to_owned()]));
     }
 }

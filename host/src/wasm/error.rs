@@ -1,9 +1,9 @@
 //! Errors of loading a provider and of calling one.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::fairness::{Wall, Whose};
 use super::limits::MemoryBound;
 use super::types::ProviderError;
 
@@ -329,5 +329,34 @@ fn describe(error: &ProviderError) -> String {
         ProviderError::RetryAfter(e) => format!("retry after {}s: {}", e.seconds, e.message),
         ProviderError::Terminal(e) => format!("{}: {}", e.reason, e.message),
         ProviderError::InvalidConfig(e) => format!("invalid config at {}: {}", e.path, e.message),
+    }
+}
+
+/// The calls of a tenant, for people: `calls about namespace "a"`, or
+/// `calls about no object` for the empty one.
+#[derive(Clone, Copy, Debug)]
+pub struct Whose<'a>(pub &'a str);
+
+impl fmt::Display for Whose<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("calls about no object")
+        } else {
+            write!(f, "calls about namespace {:?}", self.0)
+        }
+    }
+}
+
+/// A wall-clock time for people, to the second (`2026-01-02T03:04:05Z`).
+#[derive(Clone, Copy, Debug)]
+pub struct Wall(pub SystemTime);
+
+impl fmt::Display for Wall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use k8s_openapi::jiff::{Timestamp, Unit};
+        match Timestamp::try_from(self.0).and_then(|t| t.round(Unit::Second)) {
+            Ok(time) => write!(f, "{time}"),
+            Err(_) => write!(f, "{:?}", self.0),
+        }
     }
 }

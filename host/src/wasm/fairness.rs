@@ -30,7 +30,6 @@
 //! `provider-ids.*`) are the tenant of the empty name.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -39,6 +38,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit, broadcast};
 
 use super::CallError;
+use super::error::Whose;
 use super::metrics::Metrics;
 
 /// Deadlines in a row that throttle a tenant's calls of a provider.
@@ -85,35 +85,6 @@ impl Throttled {
     /// The calls it refuses, for people.
     pub fn whose(&self) -> Whose<'_> {
         Whose(&self.namespace)
-    }
-}
-
-/// The calls of a tenant, for people: `calls about namespace "a"`, or
-/// `calls about no object` for the empty one.
-#[derive(Clone, Copy, Debug)]
-pub struct Whose<'a>(pub &'a str);
-
-impl fmt::Display for Whose<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            f.write_str("calls about no object")
-        } else {
-            write!(f, "calls about namespace {:?}", self.0)
-        }
-    }
-}
-
-/// A wall-clock time for people, to the second (`2026-01-02T03:04:05Z`).
-#[derive(Clone, Copy, Debug)]
-pub struct Wall(pub SystemTime);
-
-impl fmt::Display for Wall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use k8s_openapi::jiff::{Timestamp, Unit};
-        match Timestamp::try_from(self.0).and_then(|t| t.round(Unit::Second)) {
-            Ok(time) => write!(f, "{time}"),
-            Err(_) => write!(f, "{:?}", self.0),
-        }
     }
 }
 

@@ -14,7 +14,6 @@ use super::{CONTROLLER_CLUSTER as CONTROLLER, guest_io};
 use crate::api::provider::{
     CLUSTER_FINALIZER, INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization,
 };
-use crate::api::status::oversized;
 use crate::api::{ApiEndpoint, Cluster, ConditionType, Reason, WasmCluster};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -23,7 +22,6 @@ use crate::controllers::provider::{self, Found, Prepared};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::controllers::shard::{Role, Shard};
 use crate::phases;
-use crate::wasm::checks::Violation;
 use crate::wasm::clusters::ClusterRequest;
 
 impl Reconciler for WasmCluster {
@@ -103,17 +101,14 @@ async fn provision(scope: &mut Scope<WasmCluster>, ctx: &Context) -> Result<Outc
         .await
         .map_err(Error::Guest)?;
     let failure_domains = guest_io::failure_domains(&state.failure_domains);
-    if let Some(size) = oversized(&failure_domains) {
-        let violation = Violation {
-            rule: "failure domains whose status would be over 512 KiB",
-            field: format!("failureDomains ({size} bytes as JSON)"),
-        };
-        return Err(Error::Guest(ctx.runtime.refused(
-            &prepared.provider,
-            "clusters.reconcile",
-            violation,
-        )));
-    }
+    let export = "clusters.reconcile";
+    provider::within_status_bound(
+        ctx,
+        &prepared.provider,
+        export,
+        "failureDomains",
+        &failure_domains,
+    )?;
 
     // The provider's endpoint, unless one was given in spec already.
     let given = object

@@ -14,7 +14,6 @@ use crate::api::provider::{
     INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceStatus,
     MACHINE_POOL_FINALIZER,
 };
-use crate::api::status::oversized;
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
@@ -110,17 +109,7 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         .map_err(Error::Guest)?;
 
     let instances = guest_io::from_instances(&state.instances);
-    if let Some(size) = oversized(&instances) {
-        let violation = Violation {
-            rule: "instances whose status would be over 512 KiB",
-            field: format!("instances ({size} bytes as JSON)"),
-        };
-        return Err(Error::Guest(ctx.runtime.refused(
-            &prepared.provider,
-            EXPORT,
-            violation,
-        )));
-    }
+    provider::within_status_bound(ctx, &prepared.provider, EXPORT, "instances", &instances)?;
     let provider_ids = guest_io::provider_id_list(&instances);
     check_provider_ids(ctx, &pool, &machine_pool, &prepared.provider, &provider_ids).await?;
     // The list goes first: a MachinePool that sees the pool ready copies it.

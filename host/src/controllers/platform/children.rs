@@ -75,7 +75,7 @@ impl Child {
     /// delete. An object labelled for the cluster by anyone else, or
     /// owned by it through an owner reference someone added, is not.
     pub fn created_for(&self, cluster: &str) -> bool {
-        super::ownership::created_for(&self.object.metadata, cluster)
+        super::record::created_for(&self.object.metadata, cluster)
     }
 
     /// Whether it is of `group` and `kind`.

@@ -28,6 +28,7 @@ mod delete;
 pub mod documents;
 mod observe;
 pub mod ownership;
+pub mod record;
 mod rollup;
 mod spec;
 

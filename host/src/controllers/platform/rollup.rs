@@ -16,11 +16,11 @@ use crate::api::conditions::{self, ConditionType};
 use crate::api::platform::{
     DEFAULT_PHASE_TIMEOUT_SECONDS, NodeGroupStatus, NodeStatus, PlatformClusterStatus, phase,
 };
-use crate::api::status::oversized;
 use crate::api::{CLUSTER_API_GROUP, PlatformCluster, annotations};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
+use crate::controllers::provider::within_status_bound;
 use crate::controllers::reconciler::Scope;
 use crate::wasm::checks::Violation;
 use crate::wasm::composition::{ClusterSummary, ConditionStatus, Phase, StatusRequest};
@@ -69,15 +69,7 @@ pub(super) async fn roll_up(
     let generation = object.metadata.generation;
     let mut status = scope.status.clone();
     let remaining = record(&mut status, summary, timeout, &now, generation);
-    if let Some(size) = oversized(&status) {
-        let violation = Violation {
-            rule: "a summary whose status would be over 512 KiB",
-            field: format!("the status ({size} bytes as JSON)"),
-        };
-        return Err(Error::Guest(
-            ctx.runtime.refused(&provider, EXPORT, violation),
-        ));
-    }
+    within_status_bound(ctx, &provider, EXPORT, "the status", &status)?;
     scope.status = status;
     Ok(remaining.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
