@@ -161,10 +161,11 @@ fn same_instances(old: &[InstanceStatus], new: &[InstanceStatus]) -> bool {
 
 /// The providerIDs a pool's provider reported, against what only the host
 /// can see: each within the providerIDs its ProviderModule declares
-/// (`capabilities.providerIDPrefix`: the provider's own word is not
-/// enough), none listed by another pool of the Cluster, and none a Node of
-/// the control plane reports, so that a pool never claims another cloud's,
-/// another account's, another pool's or the control plane's Nodes.
+/// (`capabilities.providerIDPrefix`: the provider's own word, its `owns`,
+/// is asked too but is not enough), none listed by another pool of the
+/// Cluster, and none a Node of the control plane reports, so that a pool
+/// never claims another cloud's, another account's, another pool's or the
+/// control plane's Nodes.
 async fn check_provider_ids(
     ctx: &Context,
     pool: &WasmMachinePool,
@@ -225,6 +226,16 @@ async fn check_provider_ids(
         .collect();
     if new.is_empty() {
         return Ok(());
+    }
+    for id in &new {
+        let owned = ctx
+            .runtime
+            .owns(&pool.spec.provider, id)
+            .await
+            .map_err(Error::Guest)?;
+        if !owned {
+            return Err(refuse("a providerID the provider says is not its own", id));
+        }
     }
     // Unreachable, the MachinePool's own matching still never takes a
     // control-plane Node; this names the provider that tried.
