@@ -49,7 +49,7 @@ guests: toolchain
 	@ls -1 $(CAPWASM_GUESTS_DIR)/*.wasm
 
 lint: toolchain
-	.ci/import-cycles host/src
+	for src in crates/*/src; do .ci/import-cycles $$src || exit 1; done
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(GUEST_CARGO) fmt --all -- --check

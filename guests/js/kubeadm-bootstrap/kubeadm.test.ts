@@ -1,6 +1,6 @@
 // Unit tests of the logic under Node (build.sh bundles and runs them). The
 // cloud-config is compared byte for byte with the Rust provider's through
-// the host by host/tests/js_providers.rs; these check what the config
+// the host by crates/capwasm/tests/language_providers.rs; these check what the config
 // checks refuse, at which path, and the rendering's corners.
 
 import assert from 'node:assert/strict';

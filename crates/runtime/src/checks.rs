@@ -1,0 +1,358 @@
+//! What a provider returns, checked against the contract before anything
+//! uses it: providerIDs as Cluster API defines them, instance ids, counts
+//! and list sizes within bounds, bootstrap data of the format it claims. A
+//! result that breaks a rule is refused whole, naming the rule and the
+//! field ([`Violation`]); nothing of it is written.
+//!
+//! Host memory spent decoding a result is bounded before these checks run:
+//! each call's store has `max_output_bytes` of hostcall fuel, which lifting a
+//! result spends on every element (at its size in the host) and every byte.
+
+use super::clusters::ClusterState;
+use super::machine_pools::PoolState;
+use super::types::{BootstrapData, BootstrapFormat, Instance};
+
+/// Bytes of an instance id, failure domain, address or request token.
+pub const MAX_ID_BYTES: usize = 256;
+/// Bytes of a providerID.
+pub const MAX_PROVIDER_ID_BYTES: usize = 512;
+/// Addresses of one instance.
+pub const MAX_ADDRESSES: usize = 32;
+/// Failure domains of a cluster, and attributes of one.
+pub const MAX_FAILURE_DOMAINS: usize = 100;
+/// Attributes of one failure domain.
+pub const MAX_ATTRIBUTES: usize = 64;
+/// Instances a pool of `replicas` may report: twice the replicas and ten
+/// more, room for a provider that replaces machines before it removes them.
+pub fn max_instances(replicas: u32) -> usize {
+    (replicas as usize).saturating_mul(2).saturating_add(10)
+}
+
+/// A rule a result broke.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {rule}")]
+pub struct Violation {
+    /// The rule, for people (`not a providerID (<scheme>://...)`).
+    pub rule: &'static str,
+    /// Where in the result (`instances[3].providerID`).
+    pub field: String,
+}
+
+pub(crate) fn violation(rule: &'static str, field: impl Into<String>) -> Violation {
+    Violation {
+        rule,
+        field: field.into(),
+    }
+}
+
+/// A pool's instances for `replicas`.
+pub fn pool_state(state: &PoolState, replicas: u32) -> Result<(), Violation> {
+    if state.instances.len() > max_instances(replicas) {
+        return Err(violation(
+            "more instances than twice the replicas and ten more",
+            format!("instances (of {replicas} replicas)"),
+        ));
+    }
+    let mut ids = std::collections::HashSet::new();
+    let mut provider_ids = std::collections::HashSet::new();
+    for (i, instance) in state.instances.iter().enumerate() {
+        let at = |field: &str| format!("instances[{i}].{field}");
+        instance_fields(instance, &at)?;
+        if !ids.insert(instance.id.as_str()) {
+            return Err(violation("an instance id repeated", at("id")));
+        }
+        if !instance.provider_id.is_empty() && !provider_ids.insert(instance.provider_id.as_str()) {
+            return Err(violation("a providerID repeated", at("providerID")));
+        }
+    }
+    Ok(())
+}
+
+fn instance_fields(instance: &Instance, at: &dyn Fn(&str) -> String) -> Result<(), Violation> {
+    if instance.id.is_empty() {
+        return Err(violation("an empty instance id", at("id")));
+    }
+    token(&instance.id, MAX_ID_BYTES).map_err(|rule| violation(rule, at("id")))?;
+    if !instance.provider_id.is_empty() {
+        provider_id(&instance.provider_id).map_err(|rule| violation(rule, at("providerID")))?;
+    }
+    if let Some(domain) = &instance.failure_domain {
+        token(domain, MAX_ID_BYTES).map_err(|rule| violation(rule, at("failureDomain")))?;
+    }
+    if let Some(request_token) = &instance.request_token {
+        token(request_token, MAX_ID_BYTES).map_err(|rule| violation(rule, at("requestToken")))?;
+    }
+    if instance.addresses.len() > MAX_ADDRESSES {
+        return Err(violation("more than 32 addresses", at("addresses")));
+    }
+    for (j, address) in instance.addresses.iter().enumerate() {
+        token(&address.address, MAX_ID_BYTES)
+            .map_err(|rule| violation(rule, at(&format!("addresses[{j}]"))))?;
+    }
+    Ok(())
+}
+
+/// A cluster's endpoint and failure domains.
+pub fn cluster_state(state: &ClusterState) -> Result<(), Violation> {
+    if let Some(endpoint) = &state.control_plane_endpoint {
+        token(&endpoint.host, 253).map_err(|rule| violation(rule, "controlPlaneEndpoint.host"))?;
+        if endpoint.port == 0 {
+            return Err(violation("port 0", "controlPlaneEndpoint.port"));
+        }
+    }
+    if state.failure_domains.len() > MAX_FAILURE_DOMAINS {
+        return Err(violation("more than 100 failure domains", "failureDomains"));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, domain) in state.failure_domains.iter().enumerate() {
+        let at = |field: &str| format!("failureDomains[{i}].{field}");
+        token(&domain.name, MAX_ID_BYTES).map_err(|rule| violation(rule, at("name")))?;
+        if !names.insert(domain.name.as_str()) {
+            return Err(violation("a failure domain repeated", at("name")));
+        }
+        if domain.attributes.len() > MAX_ATTRIBUTES {
+            return Err(violation("more than 64 attributes", at("attributes")));
+        }
+        for (key, value) in &domain.attributes {
+            token(key, MAX_ID_BYTES).map_err(|rule| violation(rule, at("attributes")))?;
+            printable(value, MAX_ID_BYTES).map_err(|rule| violation(rule, at("attributes")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Bootstrap data of the format it claims: cloud-config is UTF-8 text
+/// starting `#cloud-config` (after a `## template:` line, as kubeadm's may),
+/// a shell script starts `#!`, Ignition is a JSON object.
+pub fn bootstrap_data(data: &BootstrapData) -> Result<(), Violation> {
+    let field = "bootstrapData.value";
+    match data.format {
+        BootstrapFormat::CloudConfig => {
+            let text = std::str::from_utf8(&data.value)
+                .map_err(|_| violation("cloud-config that is not UTF-8", field))?;
+            let first = text
+                .lines()
+                .find(|line| !line.starts_with("## template:"))
+                .unwrap_or_default();
+            if first.trim_end() != "#cloud-config" {
+                return Err(violation("cloud-config not starting #cloud-config", field));
+            }
+        }
+        BootstrapFormat::ShellScript => {
+            if !data.value.starts_with(b"#!") {
+                return Err(violation("a shell script not starting #!", field));
+            }
+        }
+        BootstrapFormat::Ignition => {
+            let json: serde_json::Value = serde_json::from_slice(&data.value)
+                .map_err(|_| violation("Ignition that is not JSON", field))?;
+            if !json.is_object() {
+                return Err(violation("Ignition that is not a JSON object", field));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A providerID as Cluster API matches them against Nodes:
+/// `<scheme>://<rest>`, the scheme RFC 3986's, printable ASCII with no
+/// whitespace, no `..` segment, at most [`MAX_PROVIDER_ID_BYTES`].
+pub fn provider_id(id: &str) -> Result<(), &'static str> {
+    token(id, MAX_PROVIDER_ID_BYTES)?;
+    let Some((scheme, rest)) = id.split_once("://") else {
+        return Err("not a providerID (<scheme>://...)");
+    };
+    let mut chars = scheme.chars();
+    let scheme_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+    if !scheme_ok {
+        return Err("a providerID whose scheme is not lower-case letters, digits, + - .");
+    }
+    if rest.is_empty() {
+        return Err("a providerID with nothing after its scheme");
+    }
+    if rest.split('/').any(|segment| segment == "..") {
+        return Err("a providerID with a .. segment");
+    }
+    Ok(())
+}
+
+/// Printable ASCII, no whitespace, at most `max` bytes.
+fn token(text: &str, max: usize) -> Result<(), &'static str> {
+    if text.len() > max {
+        return Err("longer than its bound");
+    }
+    if !text.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("not printable ASCII without whitespace");
+    }
+    Ok(())
+}
+
+/// No control or invisible-formatting characters, at most `max` bytes.
+fn printable(text: &str, max: usize) -> Result<(), &'static str> {
+    if text.len() > max {
+        return Err("longer than its bound");
+    }
+    if text.chars().any(super::text::needs_escape) {
+        return Err("holds control or invisible characters");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Address, AddressType, InstanceState};
+
+    fn instance(id: &str, provider_id: &str) -> Instance {
+        Instance {
+            id: id.into(),
+            provider_id: provider_id.into(),
+            state: InstanceState::Running,
+            failure_domain: None,
+            addresses: Vec::new(),
+            request_token: None,
+        }
+    }
+
+    fn pool(instances: Vec<Instance>) -> PoolState {
+        PoolState {
+            instances,
+            ready: true,
+            requeue_after_seconds: None,
+        }
+    }
+
+    #[test]
+    fn provider_ids_are_accepted_as_cluster_api_writes_them() {
+        for id in [
+            "aws:///us-east-2a/i-0123456789abcdef0",
+            "sim://local-1/pool-a-0",
+            "azure:///subscriptions/x/resourceGroups/y",
+            "gce://project/zone/name",
+            "kind://docker/kind/kind-worker",
+        ] {
+            assert_eq!(provider_id(id), Ok(()), "{id}");
+        }
+    }
+
+    #[test]
+    fn provider_ids_breaking_a_rule_are_refused() {
+        let cases = [
+            ("", "not a providerID (<scheme>://...)"),
+            ("i-0123", "not a providerID (<scheme>://...)"),
+            ("sim://", "a providerID with nothing after its scheme"),
+            (
+                "SIM://a",
+                "a providerID whose scheme is not lower-case letters, digits, + - .",
+            ),
+            ("sim://a/../b", "a providerID with a .. segment"),
+            ("sim://a\0b", "not printable ASCII without whitespace"),
+            (
+                "sim://a\u{1b}[31m",
+                "not printable ASCII without whitespace",
+            ),
+            ("sim://a\r\nb", "not printable ASCII without whitespace"),
+            ("sim://a\u{202e}b", "not printable ASCII without whitespace"),
+            ("sim://a b", "not printable ASCII without whitespace"),
+        ];
+        for (id, rule) in cases {
+            assert_eq!(provider_id(id), Err(rule), "{id:?}");
+        }
+    }
+
+    #[test]
+    fn a_provider_id_at_its_bound_is_accepted_and_one_byte_over_refused() {
+        let at = format!("sim://{}", "a".repeat(MAX_PROVIDER_ID_BYTES - 6));
+        assert_eq!(provider_id(&at), Ok(()));
+        let over = format!("{at}a");
+        assert_eq!(provider_id(&over), Err("longer than its bound"));
+    }
+
+    #[test]
+    fn instances_up_to_the_surge_bound_are_accepted_and_one_more_refused() {
+        let instances = |n: usize| {
+            (0..n)
+                .map(|i| instance(&format!("i-{i}"), &format!("sim://r/i-{i}")))
+                .collect()
+        };
+        assert_eq!(max_instances(3), 16);
+        assert!(pool_state(&pool(instances(16)), 3).is_ok());
+        let refused = pool_state(&pool(instances(17)), 3).unwrap_err();
+        assert_eq!(refused.field, "instances (of 3 replicas)");
+    }
+
+    #[test]
+    fn repeated_and_empty_ids_are_refused_naming_the_instance() {
+        let repeated = pool(vec![instance("a", "sim://r/a"), instance("a", "sim://r/b")]);
+        assert_eq!(
+            pool_state(&repeated, 3),
+            Err(violation("an instance id repeated", "instances[1].id"))
+        );
+        let same_provider_id = pool(vec![instance("a", "sim://r/a"), instance("b", "sim://r/a")]);
+        assert_eq!(
+            pool_state(&same_provider_id, 3).unwrap_err().field,
+            "instances[1].providerID"
+        );
+        let empty = pool(vec![instance("", "sim://r/a")]);
+        assert_eq!(
+            pool_state(&empty, 3).unwrap_err().rule,
+            "an empty instance id"
+        );
+        // An instance whose providerID is not known yet has none.
+        let pending = pool(vec![instance("a", ""), instance("b", "")]);
+        assert!(pool_state(&pending, 3).is_ok());
+    }
+
+    #[test]
+    fn addresses_up_to_their_bound_are_accepted_and_one_more_refused() {
+        let mut with = instance("a", "sim://r/a");
+        with.addresses = (0..MAX_ADDRESSES)
+            .map(|_| Address {
+                kind: AddressType::InternalIp,
+                address: "10.0.0.1".into(),
+            })
+            .collect();
+        assert!(pool_state(&pool(vec![with.clone()]), 1).is_ok());
+        with.addresses.push(with.addresses[0].clone());
+        assert_eq!(
+            pool_state(&pool(vec![with]), 1).unwrap_err().field,
+            "instances[0].addresses"
+        );
+    }
+
+    #[test]
+    fn bootstrap_data_must_be_of_the_format_it_claims() {
+        let data = |format, value: &str| BootstrapData {
+            format,
+            value: value.as_bytes().to_vec(),
+        };
+        assert!(
+            bootstrap_data(&data(
+                BootstrapFormat::CloudConfig,
+                "#cloud-config\nruncmd: []"
+            ))
+            .is_ok()
+        );
+        assert!(
+            bootstrap_data(&data(
+                BootstrapFormat::CloudConfig,
+                "## template: jinja\n#cloud-config\n"
+            ))
+            .is_ok()
+        );
+        assert!(bootstrap_data(&data(BootstrapFormat::CloudConfig, "runcmd: []")).is_err());
+        assert!(bootstrap_data(&data(BootstrapFormat::ShellScript, "#!/bin/sh\n")).is_ok());
+        assert!(bootstrap_data(&data(BootstrapFormat::ShellScript, "echo hi")).is_err());
+        assert!(bootstrap_data(&data(BootstrapFormat::Ignition, "{\"ignition\": {}}")).is_ok());
+        assert!(bootstrap_data(&data(BootstrapFormat::Ignition, "[]")).is_err());
+        let binary = BootstrapData {
+            format: BootstrapFormat::CloudConfig,
+            value: vec![0xff, 0xfe],
+        };
+        assert_eq!(
+            bootstrap_data(&binary).unwrap_err().rule,
+            "cloud-config that is not UTF-8"
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! A simulated cloud: the HTTP API the sim-infrastructure provider calls,
+//! with instances that boot, fail to join or terminate on timers, and
+//! optionally a Ready Node per running instance in a workload cluster.
+//!
+//! It backs the runtime and controller tests, the demo and `capwasm
+//! sim-cloud`, so it behaves like a small real cloud rather than a mock:
+//!
+//! ```text
+//! POST   /v1/regions/{region}/instances          201 new, 200 same requestToken still listed
+//! GET    /v1/regions/{region}/instances?pool=P   200 {"instances": [...]}, oldest first
+//! DELETE /v1/regions/{region}/instances/{id}     202 terminating, 404 unknown
+//! ```
+//!
+//! - Instances are `pending` for [`Settings::boot_delay`], then `running`,
+//!   and are listed as `terminating` for [`Settings::termination_delay`]
+//!   after a delete; then they are gone and their request token may create
+//!   a new instance.
+//! - Bootstrap data is handed to the machine, not read by the API: data that
+//!   is not base64 is refused (400), but data a machine cannot run (empty,
+//!   cloud-config without `#cloud-config`, a script without `#!`, Ignition
+//!   that is not an Ignition config) creates an instance that ends `failed`,
+//!   the way a VM whose node never joins looks on a real cloud.
+//! - Everything is bounded: request bodies ([`Settings::max_body_bytes`],
+//!   413), bootstrap data (400), and instances ([`Settings::max_instances`],
+//!   429 with Retry-After, so providers retry).
+//! - With [`Settings::bearer_token`], requests without it get 401.
+//! - [`SimCloud::set_faults`] makes a share of requests fail: 503, an answer
+//!   held past any timeout, or one cut off (the last two after handling).
+//!
+//! Errors are JSON [`ErrorBody`]s with a CamelCase code.
+#![warn(missing_docs)]
+// Input reaches every path of the operator: no unwrap, expect or panic on any of them.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api;
+mod bootstrap;
+mod cloud;
+mod error;
+mod faults;
+mod inventory;
+mod nodes;
+mod server;
+
+pub use api::{
+    Address, AddressType, BootstrapFormat, CreateInstance, ErrorBody, Instance, InstanceList,
+    InstanceState,
+};
+pub use bootstrap::JoinFailure;
+pub use cloud::{Settings, SimCloud};
+pub use error::Error;
+pub use faults::{Faults, HANG, Injected};
+pub use inventory::InstanceRecord;
+pub use server::RunningSimCloud;
