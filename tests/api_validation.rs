@@ -6,6 +6,7 @@ use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde::Deserialize as _;
 use serde_json::json;
 use testenv::TestEnv;
 
@@ -306,5 +307,66 @@ async fn provider_module_namespace_rule_and_provider_id_prefix_must_be_well_form
         let object: DynamicObject = serde_json::from_value(object).unwrap();
         let message = rejection(api.create(&PostParams::default(), &object).await);
         assert!(message.contains(refusal), "{value}: {message}");
+    }
+}
+
+/// The YAML of the README's "A first Cluster and pool", as a reader would
+/// apply it (a digest where it says to paste one, the test's namespace for
+/// `team-a`).
+fn readme_manifests(namespace: &str) -> Vec<DynamicObject> {
+    let readme = include_str!("../README.md");
+    let mut objects = Vec::new();
+    for block in readme.split("```yaml\n").skip(1) {
+        let yaml = block.split("```").next().unwrap_or_default();
+        let yaml = yaml
+            .replace("<digest push printed>", &"0".repeat(64))
+            .replace("namespace: team-a", &format!("namespace: {namespace}"));
+        for document in serde_yaml_ng::Deserializer::from_str(&yaml) {
+            let value = serde_json::Value::deserialize(document).unwrap();
+            objects.push(serde_json::from_value(value).unwrap());
+        }
+    }
+    objects
+}
+
+#[tokio::test]
+async fn the_readme_manifests_are_accepted_as_written() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let ns = env.management().create_namespace("readme").await.unwrap();
+    let objects = readme_manifests(&ns);
+    let kinds: Vec<&str> = objects
+        .iter()
+        .filter_map(|o| o.types.as_ref().map(|t| t.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ProviderModule",
+            "ProviderModule",
+            "Cluster",
+            "WasmCluster",
+            "MachinePool",
+            "WasmBootstrapConfig",
+            "WasmMachinePool"
+        ],
+        "the README's manifests, in its order"
+    );
+    let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
+    // Strict: a field the CRD does not know is an error, not dropped.
+    let params = PatchParams::apply("readme").dry_run().validation_strict();
+    for object in objects {
+        let types = object.types.clone().unwrap();
+        let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
+        let (resource, capabilities) = discovery.resolve_gvk(&gvk).unwrap();
+        let api: Api<DynamicObject> = match capabilities.scope {
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+            kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), &ns, &resource)
+            }
+        };
+        let name = object.metadata.name.clone().unwrap();
+        let applied = api.patch(&name, &params, &Patch::Apply(&object)).await;
+        assert!(applied.is_ok(), "{} {name}: {applied:?}", types.kind);
     }
 }

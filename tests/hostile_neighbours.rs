@@ -40,7 +40,7 @@ use testenv::{Options, TestEnv};
 const SLEEPERS: usize = 24;
 /// The deadline of the hostile modules' calls.
 const DEADLINE_MILLIS: u32 = 2000;
-/// The operator's resident memory bound (README, deploy/operator/deployment.yaml).
+/// The operator's resident memory bound (docs/operating.md, deploy/operator/deployment.yaml).
 const RSS_BOUND: u64 = 256 << 20;
 /// How long `/healthz` may take to answer, and SIGTERM to end the process.
 const HEALTH_BOUND: Duration = Duration::from_secs(1);

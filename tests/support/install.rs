@@ -21,7 +21,7 @@ use crate::{CREDENTIALS_NAMESPACE, Options, TestEnv};
 use capwasm::simcloud;
 
 /// The log target saying which object a process reconciles, at debug.
-pub const RECONCILES: &str = "capwasm::controllers::reconciler";
+pub const RECONCILES: &str = "capwasm_operator::controllers::reconciler";
 
 /// capwasm's CRDs a provider-mode install has: the provider kinds and
 /// ProviderModule, not Cluster or MachinePool.

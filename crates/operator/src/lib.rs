@@ -10,6 +10,7 @@
 pub mod controllers;
 pub mod leader;
 pub mod operator;
+pub mod platform;
 pub mod webhook;
 pub mod workload;
 

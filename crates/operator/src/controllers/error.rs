@@ -1,7 +1,11 @@
 //! Errors of the controllers: each variant names the step that failed and
 //! holds its typed cause; each maps to a condition reason, a bounded metric
-//! label and a retry policy.
+//! label and a retry policy. A failure only one controller has is that
+//! controller's own type ([`KindError`]): the frame knows it by what it
+//! shows as, not by its variants.
 
+use std::any::Any;
+use std::fmt;
 use std::time::Duration;
 
 use crate::api::Reason;
@@ -58,9 +62,6 @@ pub enum Error {
         #[source]
         source: ReferenceError,
     },
-    /// A bootstrap config says it is ready but names no data Secret.
-    #[error("{0} is ready but has no status.dataSecretName")]
-    DataSecretNameMissing(String),
     /// The infrastructure object went away after it had been provisioned.
     #[error("{0} was deleted after it had been provisioned")]
     InfrastructureDeleted(String),
@@ -70,16 +71,52 @@ pub enum Error {
     /// A call into a provider failed.
     #[error("provider call failed")]
     Guest(#[source] CallError),
-    /// No kubeconfig could be generated from the Cluster's CA Secret.
-    #[error("cannot generate the kubeconfig")]
-    Kubeconfig(#[source] crate::workload::generated::GenerateError),
-    /// A kind a platform cluster is made of cannot be read.
-    #[error("cannot read a platform cluster's objects")]
-    Children(#[source] super::platform::children::ChildError),
-    /// A platform cluster renders an object that exists and was not
-    /// created for it.
-    #[error("{0}")]
-    NotOwned(super::platform::record::Foreign),
+    /// A failure of one controller's own.
+    #[error(transparent)]
+    Kind(KindFailure),
+}
+
+/// A failure only one controller has: what it shows as, for the frame.
+pub trait KindError: std::error::Error + Any + Send + Sync {
+    /// The condition and Event reason it shows as.
+    fn reason(&self) -> Reason;
+    /// A label from a closed set, for the failure counter.
+    fn metric_label(&self) -> &'static str;
+}
+
+/// A [`KindError`], as [`Error::Kind`] holds it.
+pub struct KindFailure(Box<dyn KindError>);
+
+impl KindFailure {
+    /// The failure as its own type, if it is a `T`.
+    pub fn downcast_ref<T: KindError>(&self) -> Option<&T> {
+        let any: &dyn Any = &*self.0;
+        any.downcast_ref()
+    }
+}
+
+impl fmt::Debug for KindFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for KindFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for KindFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl<E: KindError> From<E> for Error {
+    fn from(error: E) -> Self {
+        Self::Kind(KindFailure(Box::new(error)))
+    }
 }
 
 impl Error {
@@ -101,13 +138,10 @@ impl Error {
             Self::Get { .. } | Self::Write { .. } => Reason::ApiError,
             Self::ClusterNotFound(_) => Reason::ClusterNotFound,
             Self::Reference { source, .. } => source.reason(),
-            Self::DataSecretNameMissing(_) => Reason::WaitingForDataSecret,
             Self::InfrastructureDeleted(_) => Reason::InfrastructureDeleted,
-            Self::Kubeconfig(_) => Reason::KubeconfigInvalid,
             Self::Guest(e) => guest_reason(e),
             Self::Workload(_, e) => e.reason(),
-            Self::Children(_) => Reason::KindUnavailable,
-            Self::NotOwned(_) => Reason::ObjectNotOwned,
+            Self::Kind(KindFailure(e)) => e.reason(),
         }
     }
 
@@ -118,13 +152,10 @@ impl Error {
             Self::Write { .. } => "write",
             Self::ClusterNotFound(_) => "cluster_not_found",
             Self::Reference { .. } => "reference",
-            Self::DataSecretNameMissing(_) => "data_secret_name_missing",
             Self::InfrastructureDeleted(_) => "infrastructure_deleted",
-            Self::Kubeconfig(_) => "kubeconfig",
             Self::Guest(e) => e.outcome(),
             Self::Workload(_, e) => e.metric_label(),
-            Self::Children(_) => "platform_kind",
-            Self::NotOwned(_) => "not_owned",
+            Self::Kind(KindFailure(e)) => e.metric_label(),
         }
     }
 

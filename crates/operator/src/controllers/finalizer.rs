@@ -15,6 +15,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
 use kube::{Resource, ResourceExt as _};
@@ -81,23 +83,21 @@ async fn patch<K>(
     ctx: &Context,
     controller: &'static str,
     object: &K,
-    ops: Vec<Value>,
+    ops: Vec<PatchOperation>,
 ) -> Result<(), Error>
 where
     K: Writable,
 {
     let name = object.name_any();
-    let failed = |source| Error::Write {
-        what: "metadata",
-        name: name.clone(),
-        source,
-    };
-    let ops: json_patch::Patch = serde_json::from_value(Value::Array(ops))
-        .map_err(|e| failed(kube::Error::SerdeError(e)))?;
+    let patch = Patch::Json::<()>(json_patch::Patch(ops));
     let written = K::api(ctx.client.clone(), object)
-        .patch(&name, &PatchParams::default(), &Patch::Json::<()>(ops))
+        .patch(&name, &PatchParams::default(), &patch)
         .await
-        .map_err(failed)?;
+        .map_err(|source| Error::Write {
+            what: "metadata",
+            name: name.clone(),
+            source,
+        })?;
     ctx.metrics.write(controller, "metadata");
     ctx.own_writes.wrote(object, written);
     Ok(())
@@ -106,7 +106,11 @@ where
 /// The ops adding what is missing: each list replaced is first `test`ed
 /// against its value as read, so a concurrent change fails the patch (and
 /// the reconcile retries on the new object) instead of being overwritten.
-fn ensure_ops<K: Resource>(object: &K, finalizer: Option<&str>, required: &Required) -> Vec<Value> {
+fn ensure_ops<K: Resource>(
+    object: &K,
+    finalizer: Option<&str>,
+    required: &Required,
+) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
     let meta = object.meta();
     if let Some(finalizer) = finalizer
@@ -114,12 +118,15 @@ fn ensure_ops<K: Resource>(object: &K, finalizer: Option<&str>, required: &Requi
     {
         match &meta.finalizers {
             Some(current) if !current.is_empty() => {
-                ops.push(test("/metadata/finalizers", json!(current)));
-                ops.push(add("/metadata/finalizers/-", json!(finalizer)));
+                ops.push(test(&["metadata", "finalizers"], json!(current)));
+                ops.push(add(&["metadata", "finalizers", "-"], json!(finalizer)));
             }
             _ => {
-                ops.push(test("/metadata/finalizers", meta.finalizers.clone().into()));
-                ops.push(add("/metadata/finalizers", json!([finalizer])));
+                ops.push(test(
+                    &["metadata", "finalizers"],
+                    meta.finalizers.clone().into(),
+                ));
+                ops.push(add(&["metadata", "finalizers"], json!([finalizer])));
             }
         }
     }
@@ -131,14 +138,11 @@ fn ensure_ops<K: Resource>(object: &K, finalizer: Option<&str>, required: &Requi
         .collect();
     if !missing.is_empty() {
         if meta.labels.is_none() {
-            ops.push(test("/metadata/labels", Value::Null));
-            ops.push(add("/metadata/labels", json!(missing)));
+            ops.push(test(&["metadata", "labels"], Value::Null));
+            ops.push(add(&["metadata", "labels"], json!(missing)));
         } else {
             for (key, value) in missing {
-                ops.push(add(
-                    &format!("/metadata/labels/{}", escape(key)),
-                    json!(value),
-                ));
+                ops.push(add(&["metadata", "labels", key], json!(value)));
             }
         }
     }
@@ -159,46 +163,50 @@ fn ensure_ops<K: Resource>(object: &K, finalizer: Option<&str>, required: &Requi
         }
         if owners != current {
             ops.push(test(
-                "/metadata/ownerReferences",
+                &["metadata", "ownerReferences"],
                 meta.owner_references
                     .clone()
                     .map_or(Value::Null, |o| json!(o)),
             ));
-            ops.push(add("/metadata/ownerReferences", json!(owners)));
+            ops.push(add(&["metadata", "ownerReferences"], json!(owners)));
         }
     }
     ops
 }
 
 /// The ops removing `finalizer`, if the object has it.
-fn remove_ops<K: Resource>(object: &K, finalizer: &str) -> Option<Vec<Value>> {
-    let index = object.finalizers().iter().position(|f| f == finalizer)?;
-    let path = format!("/metadata/finalizers/{index}");
+fn remove_ops<K: Resource>(object: &K, finalizer: &str) -> Option<Vec<PatchOperation>> {
+    let index = object
+        .finalizers()
+        .iter()
+        .position(|f| f == finalizer)?
+        .to_string();
+    let path = ["metadata", "finalizers", index.as_str()];
     Some(vec![
         test(&path, json!(finalizer)),
-        json!({ "op": "remove", "path": path }),
+        PatchOperation::Remove(RemoveOperation {
+            path: pointer(&path),
+        }),
     ])
 }
 
-fn test(path: &str, value: Value) -> Value {
-    op("test", path, value)
+/// The JSON Pointer of `tokens`, each escaped (RFC 6901: `~` and `/`).
+fn pointer(tokens: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(tokens.iter().copied())
 }
 
-fn add(path: &str, value: Value) -> Value {
-    op("add", path, value)
+fn test(path: &[&str], value: Value) -> PatchOperation {
+    PatchOperation::Test(TestOperation {
+        path: pointer(path),
+        value,
+    })
 }
 
-fn op(op: &str, path: &str, value: Value) -> Value {
-    let mut entries = serde_json::Map::new();
-    entries.insert("op".into(), op.into());
-    entries.insert("path".into(), path.into());
-    entries.insert("value".into(), value);
-    Value::Object(entries)
-}
-
-/// A JSON Pointer token (RFC 6901): `~` and `/` escaped.
-fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+fn add(path: &[&str], value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: pointer(path),
+        value,
+    })
 }
 
 #[cfg(test)]
@@ -231,16 +239,16 @@ mod tests {
         assert_eq!(
             none,
             [
-                test("/metadata/finalizers", Value::Null),
-                add("/metadata/finalizers", json!([OURS]))
+                test(&["metadata", "finalizers"], Value::Null),
+                add(&["metadata", "finalizers"], json!([OURS]))
             ]
         );
         let other = ensure_ops(&pool(Some(vec!["other"])), Some(OURS), &Required::default());
         assert_eq!(
             other,
             [
-                test("/metadata/finalizers", json!(["other"])),
-                add("/metadata/finalizers/-", json!(OURS))
+                test(&["metadata", "finalizers"], json!(["other"])),
+                add(&["metadata", "finalizers", "-"], json!(OURS))
             ]
         );
         let present = ensure_ops(&pool(Some(vec![OURS])), Some(OURS), &Required::default());
@@ -251,11 +259,11 @@ mod tests {
     fn removal_names_our_entry_and_leaves_the_others() {
         let ops = remove_ops(&pool(Some(vec!["a", OURS, "b"])), OURS).unwrap();
         assert_eq!(
-            ops,
-            [
-                test("/metadata/finalizers/1", json!(OURS)),
-                json!({ "op": "remove", "path": "/metadata/finalizers/1" })
-            ]
+            serde_json::to_value(json_patch::Patch(ops)).unwrap(),
+            json!([
+                { "op": "test", "path": "/metadata/finalizers/1", "value": OURS },
+                { "op": "remove", "path": "/metadata/finalizers/1" }
+            ])
         );
         assert!(remove_ops(&pool(Some(vec!["a"])), OURS).is_none());
     }
@@ -273,13 +281,13 @@ mod tests {
         assert_eq!(
             ops,
             [
-                add("/metadata/labels/c", json!("2")),
+                add(&["metadata", "labels", "c"], json!("2")),
                 test(
-                    "/metadata/ownerReferences",
+                    &["metadata", "ownerReferences"],
                     json!([owner("c1", "old"), owner("x", "x")])
                 ),
                 add(
-                    "/metadata/ownerReferences",
+                    &["metadata", "ownerReferences"],
                     json!([owner("x", "x"), owner("c1", "new")])
                 ),
             ]
@@ -295,9 +303,9 @@ mod tests {
     #[test]
     fn label_keys_are_escaped_as_json_pointer_tokens() {
         assert_eq!(
-            escape("cluster.x-k8s.io/cluster-name"),
-            "cluster.x-k8s.io~1cluster-name"
+            pointer(&["metadata", "labels", "cluster.x-k8s.io/cluster-name"]).as_str(),
+            "/metadata/labels/cluster.x-k8s.io~1cluster-name"
         );
-        assert_eq!(escape("a~b"), "a~0b");
+        assert_eq!(pointer(&["a~b"]).as_str(), "/a~0b");
     }
 }

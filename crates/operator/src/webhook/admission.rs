@@ -13,8 +13,9 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 
 use crate::api::{ClusterTemplate, PlatformCluster};
-use crate::controllers::platform::documents::document;
-use crate::controllers::platform::{change, deprecated, node_groups};
+use crate::platform::change;
+use crate::platform::documents::document;
+use crate::platform::rules::{deprecated, node_groups};
 use crate::wasm::Runtime;
 use crate::wasm::composition::Verdict;
 

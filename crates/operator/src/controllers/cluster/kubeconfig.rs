@@ -19,11 +19,11 @@ use super::infrastructure::initialization;
 use crate::api::conditions::Desired;
 use crate::api::{CLUSTER_SECRET_TYPE, Cluster, ConditionType, Reason, labels};
 use crate::controllers::context::Context;
-use crate::controllers::error::Error;
+use crate::controllers::error::{Error, KindError};
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::reconciler::Scope;
 use crate::workload::ClusterKey;
-use crate::workload::generated::{self, RENEW_BEFORE};
+use crate::workload::generated::{self, GenerateError, RENEW_BEFORE};
 
 /// How soon to look for a kubeconfig Secret that is not there yet (labelled
 /// Secrets are watched; this catches one created without the label).
@@ -102,7 +102,7 @@ async fn from_ca(scope: &Scope<Cluster>, secrets: &Api<Secret>) -> Result<Option
     };
     generated::generate(&cluster, &endpoint, &ca)
         .map(Some)
-        .map_err(Error::Kubeconfig)
+        .map_err(|e| KubeconfigError(e).into())
 }
 
 /// Creates kubeconfig Secret `name` from the Cluster's CA; false when it
@@ -185,4 +185,19 @@ async fn rotate(scope: &Scope<Cluster>, ctx: &Context, key: &ClusterKey) -> Resu
     )
     .await;
     Ok(())
+}
+
+/// No kubeconfig could be generated from the Cluster's CA Secret.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot generate the kubeconfig")]
+pub struct KubeconfigError(#[source] GenerateError);
+
+impl KindError for KubeconfigError {
+    fn reason(&self) -> Reason {
+        Reason::KubeconfigInvalid
+    }
+
+    fn metric_label(&self) -> &'static str {
+        "kubeconfig"
+    }
 }

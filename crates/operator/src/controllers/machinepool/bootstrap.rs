@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::api::conditions::Desired;
 use crate::api::{ConditionType, MachinePool, Reason};
 use crate::controllers::context::Context;
-use crate::controllers::error::Error;
+use crate::controllers::error::{Error, KindError};
 use crate::controllers::external::{self, Mirror};
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::reconciler::Scope;
@@ -62,10 +62,25 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
     else {
-        let error = Error::DataSecretNameMissing(reference.to_string());
+        let error = DataSecretNameMissing(reference.to_string()).into();
         return Err(scope.failed(ConditionType::BootstrapConfigReady, error));
     };
     scope.found.data_secret_name = Some(name.to_owned());
     scope.found.bootstrap_ready = true;
     Ok(Outcome::Continue)
+}
+
+/// A bootstrap config says it is ready but names no data Secret.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} is ready but has no status.dataSecretName")]
+pub struct DataSecretNameMissing(String);
+
+impl KindError for DataSecretNameMissing {
+    fn reason(&self) -> Reason {
+        Reason::WaitingForDataSecret
+    }
+
+    fn metric_label(&self) -> &'static str {
+        "data_secret_name_missing"
+    }
 }

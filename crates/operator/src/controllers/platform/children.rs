@@ -18,9 +18,10 @@ use kube::{Api, Client, ResourceExt as _};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::documents::typed;
-use crate::api::PlatformCluster;
 use crate::api::platform::CLUSTER_LABEL;
+use crate::api::{PlatformCluster, Reason};
+use crate::controllers::error::KindError;
+use crate::platform::documents::typed;
 use crate::wasm::ObjectKind;
 
 /// How long a cluster waits for the first list of a kind it is the first to need.
@@ -46,6 +47,21 @@ pub enum ChildError {
     /// The first list did not come in time (a missing permission, say).
     #[error("the objects of kind {0} could not be listed within {FIRST_LIST:?}")]
     NotListed(ObjectKind),
+}
+
+/// The objects of a kind a platform cluster is made of cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read a platform cluster's objects")]
+pub struct Unreadable(#[source] pub ChildError);
+
+impl KindError for Unreadable {
+    fn reason(&self) -> Reason {
+        Reason::KindUnavailable
+    }
+
+    fn metric_label(&self) -> &'static str {
+        "platform_kind"
+    }
 }
 
 /// One of a platform cluster's objects, with its kind's resource.

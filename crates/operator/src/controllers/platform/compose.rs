@@ -17,8 +17,9 @@ use kube::{Api, Resource as _, ResourceExt as _};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::children::Child;
+use super::children::{Child, Unreadable};
 use super::ownership::{self, Claim};
+use super::record::Foreign;
 use crate::api::conditions::Desired;
 use crate::api::platform::{CLUSTER_LABEL, CREATED_FOR_ANNOTATION, objects_manager};
 use crate::api::provider::ServedBy;
@@ -170,7 +171,7 @@ async fn resource_of(
         .platform
         .watch(&object_kind)
         .await
-        .map_err(Error::Children)?;
+        .map_err(|e| Error::from(Unreadable(e)))?;
     let version = api_version.rsplit('/').next().unwrap_or(api_version);
     let gvk = GroupVersionKind::gvk(&watched.resource.group, version, kind);
     let resource = ApiResource::from_gvk_with_plural(&gvk, &watched.resource.plural);
@@ -196,7 +197,9 @@ async fn claimed(
     cluster: &PlatformCluster,
 ) -> Result<Claim, Error> {
     let claim = ownership::claim(ctx, kind, namespace, name, &cluster.name_any()).await;
-    if let Err(Error::NotOwned(foreign)) = &claim {
+    if let Err(Error::Kind(failure)) = &claim
+        && let Some(foreign) = failure.downcast_ref::<Foreign>()
+    {
         ownership::contested(ctx, cluster, foreign).await;
     }
     claim

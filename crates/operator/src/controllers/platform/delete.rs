@@ -6,7 +6,7 @@
 
 use kube::{Resource as _, ResourceExt as _};
 
-use super::children::{Child, ChildError};
+use super::children::{Child, ChildError, Unreadable};
 use crate::api::conditions::Desired;
 use crate::api::platform::phase;
 use crate::api::{CLUSTER_API_GROUP, ConditionType, PlatformCluster, Reason};
@@ -83,7 +83,7 @@ async fn observed(scope: &Scope<PlatformCluster>, ctx: &Context) -> Result<Vec<C
         {
             Ok(children) => found.extend(children),
             Err(ChildError::NotServed(_) | ChildError::ClusterScoped(_)) => {}
-            Err(error) => return Err(Error::Children(error)),
+            Err(error) => return Err(Unreadable(error).into()),
         }
     }
     Ok(found)

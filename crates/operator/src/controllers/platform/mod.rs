@@ -25,14 +25,11 @@ pub mod change;
 pub mod children;
 mod compose;
 mod delete;
-pub mod documents;
 mod observe;
 pub mod ownership;
 pub mod record;
 mod rollup;
 mod spec;
-
-pub use spec::{deprecated, node_groups};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -71,7 +68,7 @@ pub struct Found {
     /// The cluster's objects, once read.
     pub observed: Option<Vec<children::Child>>,
     /// The cluster, its template and its objects as the provider reads them.
-    pub documents: documents::Documents,
+    pub documents: crate::platform::documents::Documents,
     /// Nothing may be applied: the spec breaks a rule or its change was refused.
     pub hold: bool,
 }

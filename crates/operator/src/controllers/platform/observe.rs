@@ -4,7 +4,7 @@
 
 use kube::ResourceExt as _;
 
-use super::children::Child;
+use super::children::{Child, Unreadable};
 use crate::api::{ConditionType, PlatformCluster};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -25,7 +25,7 @@ pub(super) async fn observe(
         .platform
         .of(&kinds, &namespace, &name)
         .await
-        .map_err(|e| scope.failed(ConditionType::Composed, Error::Children(e)))?;
+        .map_err(|e| scope.failed(ConditionType::Composed, Unreadable(e).into()))?;
     // Labelled by anyone, created for the cluster by the host alone: only
     // those are the provider's to read.
     observed.retain(|child| child.created_for(&name));

@@ -16,6 +16,7 @@
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Resource as _, ResourceExt as _};
 
+use super::children::Unreadable;
 use super::record::{Foreign, created_for};
 use crate::api::PlatformCluster;
 use crate::api::Reason;
@@ -47,7 +48,7 @@ pub(super) async fn claim(
         .platform
         .cached(kind, namespace, name)
         .await
-        .map_err(Error::Children)?;
+        .map_err(|e| Error::from(Unreadable(e)))?;
     let meta = if let Some(object) = cached {
         object.metadata.clone()
     } else {
@@ -68,7 +69,7 @@ pub(super) async fn claim(
     if created_for(&meta, cluster) {
         return Ok(Claim::Ours);
     }
-    Err(Error::NotOwned(Foreign::of(kind, name, &meta)))
+    Err(Foreign::of(kind, name, &meta).into())
 }
 
 /// Tells the platform cluster `foreign` was created for, if it is another

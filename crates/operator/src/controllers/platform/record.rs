@@ -7,7 +7,9 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::api::Reason;
 use crate::api::platform::{CLUSTER_LABEL, CREATED_FOR_ANNOTATION};
+use crate::controllers::error::KindError;
 use crate::wasm::ObjectKind;
 
 /// An object a render names that exists and was not created for the
@@ -35,6 +37,16 @@ impl fmt::Display for Foreign {
 }
 
 impl std::error::Error for Foreign {}
+
+impl KindError for Foreign {
+    fn reason(&self) -> Reason {
+        Reason::ObjectNotOwned
+    }
+
+    fn metric_label(&self) -> &'static str {
+        "not_owned"
+    }
+}
 
 impl Foreign {
     /// The object of `kind` named `name`, whose metadata is `meta`.

@@ -11,7 +11,6 @@ use kube::ResourceExt as _;
 use serde_json::Value;
 
 use super::children::Child;
-use super::documents;
 use crate::api::conditions::{self, ConditionType};
 use crate::api::platform::{
     DEFAULT_PHASE_TIMEOUT_SECONDS, NodeGroupStatus, NodeStatus, PlatformClusterStatus, phase,
@@ -22,6 +21,7 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::provider::within_status_bound;
 use crate::controllers::reconciler::Scope;
+use crate::platform::documents;
 use crate::wasm::checks::Violation;
 use crate::wasm::composition::{ClusterSummary, ConditionStatus, Phase, StatusRequest};
 use crate::workload::ClusterKey;
