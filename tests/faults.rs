@@ -123,6 +123,13 @@ async fn a_fleet_under_faults_ends_with_nothing_lost_duplicated_or_stuck() {
         "the cloud answered 503 {} times, held {} answers past every timeout, cut {} off",
         injected.unavailable, injected.hung, injected.dropped
     ));
+    // Each kind of the cloud's faults was met at least once: a fleet that
+    // holds without having met one has not shown that it survives it.
+    assert!(
+        injected.unavailable > 0 && injected.hung > 0 && injected.dropped > 0,
+        "a kind of fault was never injected: {injected:?}\n{}",
+        log.lines.join("\n")
+    );
     eprintln!(
         "fault suite, {pools} pools, {shards} operator(s):\n{}",
         log.lines.join("\n")
@@ -355,11 +362,14 @@ async fn differences(
 ) -> Vec<String> {
     let (client, ns) = (&install.client, &install.ns);
     let mut found = Vec::new();
-    let pools: Vec<MachinePool> = Api::namespaced(client.clone(), ns)
+    // A list that fails is a difference, never "nothing left".
+    let pools: Vec<MachinePool> = match Api::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map(|l| l.items)
-        .unwrap_or_default();
+    {
+        Ok(list) => list.items,
+        Err(error) => return vec![format!("cannot list MachinePools: {error}")],
+    };
     let mut seen = std::collections::BTreeSet::new();
     for pool in &pools {
         let name = pool.name_any();
@@ -420,22 +430,7 @@ async fn differences(
 
     // Nodes: one per live instance, none of another.
     let ids: std::collections::BTreeSet<&String> = instances.values().flatten().collect();
-    if let Some(workload) = install.env.workload()
-        && let Ok(nodes) = Api::<Node>::all(workload.client().unwrap())
-            .list(&ListParams::default())
-            .await
-    {
-        let names: std::collections::BTreeSet<String> = nodes
-            .items
-            .iter()
-            .map(kube::ResourceExt::name_any)
-            .collect();
-        let orphans: Vec<&String> = names.iter().filter(|n| !ids.contains(n)).collect();
-        let missing: Vec<&&String> = ids.iter().filter(|i| !names.contains(**i)).collect();
-        if !orphans.is_empty() || !missing.is_empty() {
-            found.push(format!("Nodes: orphans {orphans:?}, missing {missing:?}"));
-        }
-    }
+    found.extend(node_differences(install, &ids).await);
 
     // Nothing of a deleted Cluster is left.
     if !deleted.is_empty() {
@@ -444,19 +439,59 @@ async fn differences(
                 .iter()
                 .any(|c| name == c || name.starts_with(&format!("{c}-")))
         };
-        let clusters: Vec<String> = names_of::<Cluster>(client, ns).await;
-        let configs: Vec<String> = names_of::<WasmBootstrapConfig>(client, ns).await;
-        let infra: Vec<String> = names_of::<WasmMachinePool>(client, ns).await;
-        for name in clusters.iter().chain(&configs).chain(&infra) {
-            if gone(name) {
-                found.push(format!("{name} of a deleted Cluster is left"));
+        let lists = [
+            names_of::<Cluster>(client, ns).await,
+            names_of::<WasmBootstrapConfig>(client, ns).await,
+            names_of::<WasmMachinePool>(client, ns).await,
+        ];
+        for list in lists {
+            match list {
+                Err(error) => found.push(error),
+                Ok(names) => found.extend(
+                    names
+                        .iter()
+                        .filter(|name| gone(name))
+                        .map(|name| format!("{name} of a deleted Cluster is left")),
+                ),
             }
         }
     }
     found
 }
 
-async fn names_of<K>(client: &Client, ns: &str) -> Vec<String>
+/// How the workload cluster's Nodes differ from one per live instance
+/// (`ids`), if they do.
+async fn node_differences(
+    install: &Install,
+    ids: &std::collections::BTreeSet<&String>,
+) -> Option<String> {
+    let workload = install
+        .env
+        .workload()
+        .expect("the fault suite has a workload cluster");
+    match Api::<Node>::all(workload.client().unwrap())
+        .list(&ListParams::default())
+        .await
+    {
+        Err(error) => return Some(format!("cannot list Nodes: {error}")),
+        Ok(nodes) => {
+            let names: std::collections::BTreeSet<String> = nodes
+                .items
+                .iter()
+                .map(kube::ResourceExt::name_any)
+                .collect();
+            let orphans: Vec<&String> = names.iter().filter(|n| !ids.contains(n)).collect();
+            let missing: Vec<&&String> = ids.iter().filter(|i| !names.contains(**i)).collect();
+            if !orphans.is_empty() || !missing.is_empty() {
+                return Some(format!("Nodes: orphans {orphans:?}, missing {missing:?}"));
+            }
+        }
+    }
+    None
+}
+
+/// The names of the objects of kind `K`, or why they could not be listed.
+async fn names_of<K>(client: &Client, ns: &str) -> Result<Vec<String>, String>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -467,5 +502,5 @@ where
         .list(&ListParams::default())
         .await
         .map(|l| l.items.iter().map(kube::ResourceExt::name_any).collect())
-        .unwrap_or_default()
+        .map_err(|error| format!("cannot list {}s: {error}", K::kind(&())))
 }

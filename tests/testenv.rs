@@ -16,7 +16,7 @@ use kube::api::{
     PostParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Config};
 use serde_json::json;
 use testenv::{Options, TestEnv, install_crds, is_running};
@@ -125,61 +125,54 @@ async fn watch_sees_create_update_and_delete() -> Result<()> {
     let ns = server.create_namespace("watch").await?;
     let api = Api::<ConfigMap>::namespaced(server.client()?, &ns);
 
-    let mut events = watcher(api.clone(), watcher::Config::default())
-        .touched_objects()
-        .boxed();
-    let first = Api::<ConfigMap>::namespaced(server.client()?, &ns);
-    let writer = tokio::spawn(async move {
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("watched".into()),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([("v".into(), "1".into())])),
-            ..ConfigMap::default()
-        };
-        first.create(&PostParams::default(), &cm).await?;
-        let patch = json!({ "data": { "v": "2" } });
-        first
-            .patch("watched", &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        anyhow::Ok(())
-    });
-
-    let mut seen = Vec::new();
-    tokio::time::timeout(WAIT, async {
-        while let Some(cm) = events.try_next().await? {
-            seen.push(
-                cm.data
-                    .unwrap_or_default()
-                    .get("v")
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            if seen.last().is_some_and(|v| v == "2") {
-                break;
+    // Each write waits for the watch to show the one before it, the first
+    // for its initial list: every event is then seen, in order, whatever
+    // the timing.
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut next = async || -> Result<watcher::Event<ConfigMap>> {
+        loop {
+            let event = tokio::time::timeout(WAIT, events.try_next())
+                .await
+                .context("the watch went quiet")??
+                .context("the watch ended")?;
+            if !matches!(event, watcher::Event::Init) {
+                return Ok(event);
             }
         }
-        anyhow::Ok(())
-    })
-    .await
-    .context("watch did not see the update")??;
-    writer.await??;
-    assert_eq!(
-        seen.first().map(String::as_str),
-        Some("1"),
-        "seen: {seen:?}"
+    };
+    let value = |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get("v")).cloned();
+    assert!(
+        matches!(next().await?, watcher::Event::InitDone),
+        "a new namespace lists nothing"
     );
 
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("watched".into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([("v".into(), "1".into())])),
+        ..ConfigMap::default()
+    };
+    api.create(&PostParams::default(), &cm).await?;
+    match next().await? {
+        watcher::Event::Apply(cm) => assert_eq!(value(&cm).as_deref(), Some("1")),
+        other => bail!("expected the create, saw {other:?}"),
+    }
+
+    let patch = json!({ "data": { "v": "2" } });
+    api.patch("watched", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    match next().await? {
+        watcher::Event::Apply(cm) => assert_eq!(value(&cm).as_deref(), Some("2")),
+        other => bail!("expected the update, saw {other:?}"),
+    }
+
     api.delete("watched", &DeleteParams::default()).await?;
-    let deleted = kube::runtime::wait::await_condition(
-        api,
-        "watched",
-        kube::runtime::wait::conditions::is_deleted(""),
-    );
-    tokio::time::timeout(WAIT, deleted)
-        .await
-        .context("deletion not observed")??;
+    match next().await? {
+        watcher::Event::Delete(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("watched")),
+        other => bail!("expected the deletion, saw {other:?}"),
+    }
     Ok(())
 }
 

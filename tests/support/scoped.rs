@@ -7,6 +7,11 @@
 //! the operator's memory grow with the square of the fleet. Like a real API
 //! server it offers HTTP/2 and HTTP/1.1 over TLS, so clients hold the
 //! connections they would hold against one.
+//!
+//! A Cluster's kubeconfig has `https://<proxy>/clusters/<cluster>` as its
+//! server; everything under that prefix, the prefix itself (the server's
+//! root, which upstream Cluster API's cluster cache probes) included, goes
+//! on to the workload server, and nothing outside it does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +63,15 @@ struct Counts {
     http1_requests: AtomicUsize,
 }
 
+/// Which Cluster a request is for, and its path on the workload server
+/// without the leading slash: empty for the server's root.
+#[derive(serde::Deserialize)]
+struct Scope {
+    cluster: String,
+    #[serde(default)]
+    path: String,
+}
+
 #[derive(Clone)]
 struct Forward {
     client: Client,
@@ -80,7 +94,11 @@ impl ScopedWorkload {
         let ca = Ca::new("capwasm-testenv-scoped")?;
         let acceptor = TlsAcceptor::from(Arc::new(tls_config(&ca)?));
         let counts = Arc::new(Counts::default());
+        // A Cluster's prefix is its server's root: upstream's cluster cache
+        // connects and probes with `GET /clusters/{cluster}/`.
         let app = Router::new()
+            .route("/clusters/{cluster}", any(forward))
+            .route("/clusters/{cluster}/", any(forward))
             .route("/clusters/{cluster}/{*path}", any(forward))
             .with_state(Forward {
                 client: workload.client()?,
@@ -184,7 +202,7 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, app: Router, counts
 /// gets the Cluster's label added to its selector.
 async fn forward(
     State(Forward { client, counts }): State<Forward>,
-    Path((cluster, path)): Path<(String, String)>,
+    Path(Scope { cluster, path }): Path<Scope>,
     request: Request,
 ) -> Response {
     if request.version() != http::Version::HTTP_2 {
