@@ -37,16 +37,16 @@ use std::time::{Duration, Instant, SystemTime};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit, broadcast};
 
-use super::CallError;
-use super::error::Whose;
-use super::metrics::Metrics;
+use crate::CallError;
+use crate::error::Whose;
+use crate::metrics::Metrics;
 
-/// Deadlines in a row that throttle a tenant's calls of a provider.
-pub const THROTTLE_AFTER: u32 = 3;
-/// How long the first throttle lasts.
-pub const FIRST_THROTTLE: Duration = Duration::from_secs(30);
-/// The longest a throttle lasts.
-pub const MAX_THROTTLE: Duration = Duration::from_secs(300);
+mod throttle;
+
+pub use throttle::THROTTLE_AFTER;
+use throttle::Throttle;
+pub(crate) use throttle::{Ended, ended};
+
 /// CPU a provider may compute in a burst beyond its share.
 pub const CPU_BURST: Duration = Duration::from_secs(2);
 /// Throttle changes kept for a slow listener.
@@ -86,17 +86,6 @@ impl Throttled {
     pub fn whose(&self) -> Whose<'_> {
         Whose(&self.namespace)
     }
-}
-
-/// How a call ended, for the throttle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// The guest answered (a value or its own typed error).
-    Answered,
-    /// It ran into its deadline.
-    Deadline,
-    /// Anything else (a trap, a limit): neither.
-    Other,
 }
 
 /// Every provider's share.
@@ -152,16 +141,6 @@ pub(crate) struct Turn<'a> {
 struct Bucket {
     seconds: f64,
     at: Instant,
-}
-
-#[derive(Default)]
-struct Throttle {
-    digest: String,
-    deadlines: u32,
-    until: Option<Instant>,
-    /// `until` by the wall clock, fixed when the throttle began.
-    ends: Option<SystemTime>,
-    period: Duration,
 }
 
 impl Fairness {
@@ -383,79 +362,14 @@ impl Tenant {
     }
 }
 
-impl Throttle {
-    /// How long it still holds as of `now`, if it does, and when it ends
-    /// by the wall clock.
-    fn remaining(&self, now: Instant) -> Option<(Duration, SystemTime)> {
-        let until = self.until.filter(|until| *until > now)?;
-        let remaining = until - now;
-        let ends = self.ends.unwrap_or_else(|| SystemTime::now() + remaining);
-        Some((remaining, ends))
-    }
-
-    /// Nothing to remember: no deadline counted, no period to double.
-    fn idle(&self) -> bool {
-        self.deadlines == 0 && self.period.is_zero() && self.until.is_none()
-    }
-
-    /// A new version starts afresh.
-    fn follow(&mut self, digest: &str) {
-        if self.digest != digest {
-            *self = Self {
-                digest: digest.to_owned(),
-                ..Self::default()
-            };
-        }
-    }
-
-    fn record(&mut self, digest: &str, ended: Ended, now: Instant) -> bool {
-        self.follow(digest);
-        match ended {
-            Ended::Answered => {
-                self.deadlines = 0;
-                self.period = Duration::ZERO;
-                self.until = None;
-                self.ends = None;
-                false
-            }
-            Ended::Other => false,
-            Ended::Deadline => {
-                self.deadlines = self.deadlines.saturating_add(1);
-                let throttled = self.until.is_some_and(|until| until > now);
-                if self.deadlines < THROTTLE_AFTER || throttled {
-                    return false;
-                }
-                self.period = if self.period.is_zero() {
-                    FIRST_THROTTLE
-                } else {
-                    (self.period * 2).min(MAX_THROTTLE)
-                };
-                self.until = Some(now + self.period);
-                self.ends = Some(SystemTime::now() + self.period);
-                true
-            }
-        }
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every change under these locks is a few assignments.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// How a call's result ends it, for the throttle.
-pub(crate) fn ended<R>(result: &Result<R, CallError>) -> Ended {
-    match result {
-        Ok(_) | Err(CallError::Provider { .. } | CallError::CredentialsRejected { .. }) => {
-            Ended::Answered
-        }
-        Err(CallError::DeadlineExceeded { .. }) => Ended::Deadline,
-        Err(_) => Ended::Other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::throttle::FIRST_THROTTLE;
     use super::*;
 
     fn share(turns: u32) -> Arc<Share> {
