@@ -72,7 +72,7 @@ impl<'de> Visitor<'de> for BytesVisitor {
 
 /// A request's `config`: any JSON document (absent: `{}`), handed to the
 /// guest as a string once it has passed the provider's schema.
-fn empty_config() -> Value {
+pub(super) fn empty_config() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
@@ -148,7 +148,7 @@ pub struct Credential {
     value: Bytes,
 }
 
-fn credentials(list: Vec<Credential>) -> Vec<types::Credential> {
+pub(super) fn credentials(list: Vec<Credential>) -> Vec<types::Credential> {
     list.into_iter()
         .map(|c| types::Credential {
             key: c.key,
@@ -300,237 +300,15 @@ impl From<types::Instance> for Instance {
     }
 }
 
-fn instances(list: Vec<Instance>) -> Vec<types::Instance> {
+pub(super) fn instances(list: Vec<Instance>) -> Vec<types::Instance> {
     list.into_iter().map(Into::into).collect()
 }
 
-// === Requests ===
+mod requests;
+mod results;
 
-/// `bootstrap.generate`'s request.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GenerateRequest {
-    config_object: ObjectRef,
-    cluster: ClusterInfo,
-    #[serde(default = "empty_config")]
-    pub config: Value,
-    owner_name: String,
-    idempotency_key: String,
-    #[serde(default)]
-    credentials: Vec<Credential>,
-}
-
-impl GenerateRequest {
-    pub fn into_wit(self) -> bootstrap::GenerateRequest {
-        bootstrap::GenerateRequest {
-            config: self.config.to_string(),
-            config_object: self.config_object.into(),
-            cluster: self.cluster.into(),
-            owner_name: self.owner_name,
-            idempotency_key: self.idempotency_key,
-            credentials: credentials(self.credentials),
-        }
-    }
-}
-
-/// `machine-pools.reconcile`'s request.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ReconcilePoolRequest {
-    pool: ObjectRef,
-    cluster: ClusterInfo,
-    #[serde(default = "empty_config")]
-    pub config: Value,
-    replicas: u32,
-    #[serde(default)]
-    bootstrap_data: Option<BootstrapData>,
-    #[serde(default)]
-    instances: Vec<Instance>,
-    idempotency_key: String,
-    #[serde(default)]
-    credentials: Vec<Credential>,
-}
-
-impl ReconcilePoolRequest {
-    pub fn into_wit(self) -> machine_pools::ReconcileRequest {
-        machine_pools::ReconcileRequest {
-            config: self.config.to_string(),
-            pool: self.pool.into(),
-            cluster: self.cluster.into(),
-            replicas: self.replicas,
-            bootstrap_data: self.bootstrap_data.map(Into::into),
-            instances: instances(self.instances),
-            idempotency_key: self.idempotency_key,
-            credentials: credentials(self.credentials),
-        }
-    }
-}
-
-/// `machine-pools.delete`'s request.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DeletePoolRequest {
-    pool: ObjectRef,
-    cluster: ClusterInfo,
-    #[serde(default = "empty_config")]
-    pub config: Value,
-    #[serde(default)]
-    instances: Vec<Instance>,
-    idempotency_key: String,
-    #[serde(default)]
-    credentials: Vec<Credential>,
-}
-
-impl DeletePoolRequest {
-    pub fn into_wit(self) -> machine_pools::DeleteRequest {
-        machine_pools::DeleteRequest {
-            config: self.config.to_string(),
-            pool: self.pool.into(),
-            cluster: self.cluster.into(),
-            instances: instances(self.instances),
-            idempotency_key: self.idempotency_key,
-            credentials: credentials(self.credentials),
-        }
-    }
-}
-
-/// `clusters.reconcile`'s and `clusters.delete`'s request.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterRequest {
-    cluster_object: ObjectRef,
-    cluster: ClusterInfo,
-    #[serde(default = "empty_config")]
-    pub config: Value,
-    idempotency_key: String,
-    #[serde(default)]
-    credentials: Vec<Credential>,
-}
-
-impl ClusterRequest {
-    pub fn into_wit(self) -> clusters::ClusterRequest {
-        clusters::ClusterRequest {
-            config: self.config.to_string(),
-            cluster_object: self.cluster_object.into(),
-            cluster: self.cluster.into(),
-            idempotency_key: self.idempotency_key,
-            credentials: credentials(self.credentials),
-        }
-    }
-}
-
-/// `provider-ids.provider-id`'s arguments.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderIdRequest {
-    #[serde(default = "empty_config")]
-    pub config: Value,
-    pub instance: Instance,
-}
-
-/// `provider-ids.owns`'s argument.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OwnsRequest {
-    pub provider_id: String,
-}
-
-/// The calls without arguments (`info`, `config-schema`) take `{}` or nothing.
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoArguments {}
-
-// === Results ===
-
-/// `machine-pools.reconcile`'s result.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolState {
-    instances: Vec<Instance>,
-    ready: bool,
-    requeue_after_seconds: Option<u32>,
-}
-
-impl From<machine_pools::PoolState> for PoolState {
-    fn from(s: machine_pools::PoolState) -> Self {
-        Self {
-            instances: s.instances.into_iter().map(Into::into).collect(),
-            ready: s.ready,
-            requeue_after_seconds: s.requeue_after_seconds,
-        }
-    }
-}
-
-/// `clusters.reconcile`'s result.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterState {
-    control_plane_endpoint: Option<ApiEndpoint>,
-    failure_domains: Vec<FailureDomain>,
-    ready: bool,
-    requeue_after_seconds: Option<u32>,
-}
-
-/// Attributes stay a list of pairs, as in the WIT: keys may repeat.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FailureDomain {
-    name: String,
-    control_plane: bool,
-    attributes: Vec<(String, String)>,
-}
-
-impl From<clusters::ClusterState> for ClusterState {
-    fn from(s: clusters::ClusterState) -> Self {
-        Self {
-            control_plane_endpoint: s.control_plane_endpoint.map(Into::into),
-            failure_domains: s
-                .failure_domains
-                .into_iter()
-                .map(|d| FailureDomain {
-                    name: d.name,
-                    control_plane: d.control_plane,
-                    attributes: d.attributes,
-                })
-                .collect(),
-            ready: s.ready,
-            requeue_after_seconds: s.requeue_after_seconds,
-        }
-    }
-}
-
-/// `delete-outcome`: `"done"` or `{"in-progress": <seconds>}`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeleteOutcome {
-    Done,
-    InProgress(u32),
-}
-
-impl From<types::DeleteOutcome> for DeleteOutcome {
-    fn from(o: types::DeleteOutcome) -> Self {
-        match o {
-            types::DeleteOutcome::Done => Self::Done,
-            types::DeleteOutcome::InProgress(seconds) => Self::InProgress(seconds),
-        }
-    }
-}
-
-/// `provider-info`.
-#[derive(Debug, Serialize)]
-pub struct ProviderInfo {
-    name: String,
-    version: String,
-}
-
-impl From<types::ProviderInfo> for ProviderInfo {
-    fn from(i: types::ProviderInfo) -> Self {
-        Self {
-            name: i.name,
-            version: i.version,
-        }
-    }
-}
+pub use requests::*;
+pub use results::*;
 
 #[cfg(test)]
 mod tests {
