@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
@@ -12,12 +12,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 
+use crate::api::platform::CLUSTER_LABEL;
 use crate::api::{Cluster, MachinePool, PlatformCluster, Reason};
 use crate::wasm::{Limits, Runtime};
 use crate::workload::WorkloadClusters;
 
 use super::backoff::Backoff;
 use super::cache::Caches;
+use super::cache::labelled::LabelledWatches;
 use super::config::ConfigSchemas;
 use super::error::{Error, Retry};
 use super::external::ExternalObjects;
@@ -119,8 +121,9 @@ pub struct Context {
     pub workload: WorkloadClusters,
     /// The answers to our writes the caches have not shown yet.
     pub own_writes: Arc<OwnWrites>,
-    /// The watches of the kinds platform clusters are made of.
-    pub platform: super::platform::children::Children,
+    /// Watches of kinds known at run time (a platform module's
+    /// `allowedKinds`), of the objects labelled for a platform cluster.
+    pub labelled: LabelledWatches,
     recorder: Recorder,
     backoff: Backoff,
 }
@@ -147,7 +150,7 @@ impl Context {
         let own_writes = Arc::new(OwnWrites::default());
         let (external, pools, clusters) =
             ExternalObjects::new(client.clone(), &caches, metrics.clone(), own_writes.clone());
-        let (platform, platforms) = super::platform::children::Children::new(client.clone());
+        let (labelled, changed) = LabelledWatches::new(client.clone(), CLUSTER_LABEL);
         let reporter = Reporter {
             controller: "capwasm".into(),
             instance: settings.instance.clone(),
@@ -157,7 +160,7 @@ impl Context {
             external,
             schemas: ConfigSchemas::default(),
             own_writes,
-            platform,
+            labelled,
             secrets: Secrets::new(client.clone()),
             backoff: Backoff::new(settings.backoff_first, settings.backoff_max),
             client,
@@ -167,7 +170,8 @@ impl Context {
             caches,
             workload,
         };
-        let platforms = Box::new(platforms);
+        let platforms =
+            Box::new(changed.map(|(name, namespace)| ObjectRef::new(&name).within(&namespace)));
         (
             Arc::new(context),
             Triggers {

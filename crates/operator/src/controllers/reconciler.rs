@@ -267,48 +267,11 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
     if !object.claimed() && object.meta().deletion_timestamp.is_none() {
         return Ok(Action::await_change());
     }
-    let cluster = match object.cluster(ctx) {
-        Ok(cluster) => cluster,
-        // The first time, no condition: a Cluster created with its pools
-        // may reach its cache a moment after them.
-        Err(error) if ctx.failures(&object.uid().unwrap_or_default()) == 0 => {
-            return Err(error);
-        }
-        Err(error) => {
-            let mut scope = Scope::new(object, None);
-            let error = scope.failed(K::SUMMARY, error);
-            write_status(&scope, ctx).await?;
-            return Err(error);
-        }
-    };
-    let mut scope = Scope::new(object, cluster);
-    let deleting = scope.deleting();
-    if deleting {
-        if K::FINALIZER.is_some_and(|f| !scope.object.finalizers().iter().any(|o| o == f)) {
-            // Not ours to clean up, or cleaned up already.
-            return Ok(Action::await_change());
-        }
-    } else if finalizer::ensure(
-        ctx,
-        K::CONTROLLER,
-        &*scope.object,
-        K::FINALIZER,
-        &K::required(&scope),
-    )
-    .await?
-    {
+    let mut scope = with_cluster(object, ctx).await?;
+    if !finalizer_in_place(&scope, ctx).await? || paused(&mut scope, ctx).await? {
         return Ok(Action::await_change());
     }
-
-    let spec_paused = scope.object.spec_paused();
-    if let Some(why) = super::paused::why(&*scope.object, scope.cluster.as_deref(), spec_paused) {
-        scope.set(Desired::holds(ConditionType::Paused, Reason::Paused, why));
-        write_status(&scope, ctx).await?;
-        return Ok(Action::await_change());
-    }
-    scope.set(Desired::fails(ConditionType::Paused, Reason::NotPaused, ""));
-
-    let phases = if deleting {
+    let phases = if scope.deleting() {
         K::DELETE_PHASES
     } else {
         K::PHASES
@@ -317,13 +280,12 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
     for phase in phases {
         results.push(phase(&mut scope, ctx).await);
     }
-    if deleting && results.iter().all(|r| matches!(r, Ok(Outcome::Continue))) {
+    if scope.deleting() && results.iter().all(|r| matches!(r, Ok(Outcome::Continue))) {
         if let Some(name) = K::FINALIZER {
             finalizer::remove(ctx, K::CONTROLLER, &*scope.object, name).await?;
         }
         return Ok(Action::await_change());
     }
-
     // A busy provider says nothing about the object: what it showed stays
     // until a call is made, in a moment.
     if let Some(busy) = results
@@ -335,24 +297,80 @@ async fn run<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Err
     }
     K::summarize(&mut scope, ctx, &results);
     if !scope.defer_status {
-        if let Some(written) = scope.written_generation {
-            let computed_for = scope.object.meta().generation;
-            conditions::advance(scope.status.conditions_mut(), computed_for, written);
-        }
-        if results.iter().all(Result::is_ok) {
-            let generation = scope.written_generation.or(scope.object.meta().generation);
-            scope.status.set_observed_generation(generation);
-        }
-        write_status(&scope, ctx).await?;
+        write_summary(&mut scope, ctx, &results).await?;
     }
-    let mut outcomes = Vec::with_capacity(results.len());
-    for result in results {
-        outcomes.push(result?);
-    }
+    let outcomes = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     if scope.defer_status {
         return Ok(Action::await_change());
     }
     Ok(outcome::action(&outcomes))
+}
+
+/// Step 1: the object's scope with its Cluster from the cache. A kind that
+/// needs one and has none stops here; from the second try its summary
+/// condition says so (the first time, not: a Cluster created with its
+/// pools may reach its cache a moment after them).
+async fn with_cluster<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Scope<K>, Error> {
+    match object.cluster(ctx) {
+        Ok(cluster) => Ok(Scope::new(object, cluster)),
+        Err(error) if ctx.failures(&object.uid().unwrap_or_default()) == 0 => Err(error),
+        Err(error) => {
+            let mut scope = Scope::new(object, None);
+            let error = scope.failed(K::SUMMARY, error);
+            write_status(&scope, ctx).await?;
+            Err(error)
+        }
+    }
+}
+
+/// Step 2: whether the phases may run. Deleting, only while the finalizer
+/// is still ours to remove; living, once the finalizer and required
+/// metadata are in place, added first and alone (the write brings the
+/// object back).
+async fn finalizer_in_place<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<bool, Error> {
+    if scope.deleting() {
+        return Ok(K::FINALIZER.is_none_or(|f| scope.object.finalizers().iter().any(|o| o == f)));
+    }
+    let added = finalizer::ensure(
+        ctx,
+        K::CONTROLLER,
+        &*scope.object,
+        K::FINALIZER,
+        &K::required(scope),
+    )
+    .await?;
+    Ok(!added)
+}
+
+/// Step 3: the `Paused` condition; whether the object is paused, in which
+/// case it is the only thing written.
+async fn paused<K: Reconciler>(scope: &mut Scope<K>, ctx: &Context) -> Result<bool, Error> {
+    let spec_paused = scope.object.spec_paused();
+    if let Some(why) = super::paused::why(&*scope.object, scope.cluster.as_deref(), spec_paused) {
+        scope.set(Desired::holds(ConditionType::Paused, Reason::Paused, why));
+        write_status(scope, ctx).await?;
+        return Ok(true);
+    }
+    scope.set(Desired::fails(ConditionType::Paused, Reason::NotPaused, ""));
+    Ok(false)
+}
+
+/// Step 6: the status, with `observedGeneration` advanced only when no
+/// phase failed, to the generation a phase's own spec write made if one did.
+async fn write_summary<K: Reconciler>(
+    scope: &mut Scope<K>,
+    ctx: &Context,
+    results: &[Result<Outcome, Error>],
+) -> Result<(), Error> {
+    if let Some(written) = scope.written_generation {
+        let computed_for = scope.object.meta().generation;
+        conditions::advance(scope.status.conditions_mut(), computed_for, written);
+    }
+    if results.iter().all(Result::is_ok) {
+        let generation = scope.written_generation.or(scope.object.meta().generation);
+        scope.status.set_observed_generation(generation);
+    }
+    write_status(scope, ctx).await
 }
 
 /// The phases of an object another shard writes, for their effect on this

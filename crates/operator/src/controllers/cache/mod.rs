@@ -12,6 +12,7 @@
 //! create or delete something.
 
 mod index;
+pub mod labelled;
 mod shared;
 
 use std::future::Future;

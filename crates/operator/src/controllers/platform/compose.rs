@@ -19,7 +19,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::children::{Child, Unreadable};
 use super::ownership::{self, Claim};
-use super::record::Foreign;
+use super::record::{Foreign, created_for};
 use crate::api::conditions::Desired;
 use crate::api::platform::{CLUSTER_LABEL, CREATED_FOR_ANNOTATION, objects_manager};
 use crate::api::provider::ServedBy;
@@ -168,7 +168,7 @@ async fn resource_of(
         kind: kind.to_owned(),
     };
     let watched = ctx
-        .platform
+        .labelled
         .watch(&object_kind)
         .await
         .map_err(|e| Error::from(Unreadable(e)))?;
@@ -395,7 +395,7 @@ async fn prune(
             &object.name_any(),
         );
         if rendered.contains(&key)
-            || !child.created_for(cluster)
+            || !created_for(&child.object.metadata, cluster)
             || object.meta().deletion_timestamp.is_some()
         {
             continue;

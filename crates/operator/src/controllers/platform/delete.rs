@@ -6,10 +6,12 @@
 
 use kube::{Resource as _, ResourceExt as _};
 
-use super::children::{Child, ChildError, Unreadable};
+use super::children::{Child, Unreadable};
+use super::record::created_for;
 use crate::api::conditions::Desired;
 use crate::api::platform::phase;
 use crate::api::{CLUSTER_API_GROUP, ConditionType, PlatformCluster, Reason};
+use crate::controllers::cache::labelled::KindWatchError;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
@@ -22,7 +24,10 @@ pub(super) async fn delete(
 ) -> Result<Outcome, Error> {
     let observed = observed(scope, ctx).await?;
     let name = scope.object.name_any();
-    let ours: Vec<&Child> = observed.iter().filter(|c| c.created_for(&name)).collect();
+    let ours: Vec<&Child> = observed
+        .iter()
+        .filter(|c| created_for(&c.object.metadata, &name))
+        .collect();
     let clusters: Vec<&Child> = ours
         .iter()
         .copied()
@@ -60,7 +65,7 @@ pub(super) async fn delete(
 /// The cluster's objects of every kind its module may render and every
 /// kind watched so far; a kind no longer served has none.
 async fn observed(scope: &Scope<PlatformCluster>, ctx: &Context) -> Result<Vec<Child>, Error> {
-    let mut kinds: Vec<ObjectKind> = ctx.platform.watched().await;
+    let mut kinds: Vec<ObjectKind> = ctx.labelled.watched().await;
     let module = ctx
         .caches
         .templates
@@ -77,12 +82,12 @@ async fn observed(scope: &Scope<PlatformCluster>, ctx: &Context) -> Result<Vec<C
     let mut found = Vec::new();
     for kind in kinds {
         match ctx
-            .platform
+            .labelled
             .of(std::slice::from_ref(&kind), &namespace, &name)
             .await
         {
             Ok(children) => found.extend(children),
-            Err(ChildError::NotServed(_) | ChildError::ClusterScoped(_)) => {}
+            Err(KindWatchError::NotServed(_) | KindWatchError::ClusterScoped(_)) => {}
             Err(error) => return Err(Unreadable(error).into()),
         }
     }

@@ -1,10 +1,11 @@
 //! The cluster's objects as the phases read and remove them: from the
-//! label-selected watches of [`Children`](super::children::Children), those
+//! label-selected watches of [`LabelledWatches`](super::children::LabelledWatches), those
 //! the host created for the cluster.
 
 use kube::ResourceExt as _;
 
 use super::children::{Child, Unreadable};
+use super::record::created_for;
 use crate::api::{ConditionType, PlatformCluster};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -22,13 +23,13 @@ pub(super) async fn observe(
     let kinds = scope.found.kinds.clone();
     let (namespace, name) = (scope.namespace(), scope.object.name_any());
     let mut observed = ctx
-        .platform
+        .labelled
         .of(&kinds, &namespace, &name)
         .await
         .map_err(|e| scope.failed(ConditionType::Composed, Unreadable(e).into()))?;
     // Labelled by anyone, created for the cluster by the host alone: only
     // those are the provider's to read.
-    observed.retain(|child| child.created_for(&name));
+    observed.retain(|child| created_for(&child.object.metadata, &name));
     scope.found.documents.observed = observed.iter().map(Child::document).collect();
     scope.found.observed = Some(observed);
     Ok(Outcome::Continue)

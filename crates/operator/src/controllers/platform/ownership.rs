@@ -45,7 +45,7 @@ pub(super) async fn claim(
     cluster: &str,
 ) -> Result<Claim, Error> {
     let cached = ctx
-        .platform
+        .labelled
         .cached(kind, namespace, name)
         .await
         .map_err(|e| Error::from(Unreadable(e)))?;
