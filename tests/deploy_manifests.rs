@@ -485,10 +485,13 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
 }
 
 /// The sharded install is the standalone one with a StatefulSet instead of
-/// the Deployment: pod `<i>` runs shard `<i>` of as many as it has
-/// replicas, on a Lease the Role lets it use; all of it applies.
+/// the Deployment: the args pod `<i>` gets parse as shard `<i>` of as many
+/// as it has replicas, on a Lease the Role lets it use; all of it applies.
+/// Nothing runs here (no kubelet): shards reconciling their own Clusters
+/// and only those are tests/sharding.rs.
 #[tokio::test]
-async fn the_sharded_install_runs_a_shard_per_pod_and_applies_with_server_side_dry_run() {
+async fn the_sharded_install_gives_pod_i_the_args_and_lease_of_shard_i_and_applies_with_server_side_dry_run()
+ {
     let sharded = rendered(SHARDED);
     assert!(
         !sharded.iter().any(|m| m.kind() == "Deployment"),

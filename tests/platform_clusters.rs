@@ -5,9 +5,10 @@
 //! two refused with nothing changed; a child deleted or stripped of its
 //! owner reference comes back; a kind the module may not render, and
 //! renders that break the host's rules, apply nothing; deletion takes the
-//! CAPI Cluster first and leaves nothing behind; a new version of the
-//! module changes what is rendered without a restart. With the admission
-//! webhook `capwasm run` serves, a refused change is never stored.
+//! CAPI Cluster first and leaves nothing behind (no object, cloud instance
+//! or workload Node); a new version of the module changes what is rendered
+//! without a restart. With the admission webhook `capwasm run` serves, a
+//! refused change is never stored.
 
 use capwasm::api::platform::{
     ClusterTemplateSpec, NodeGroup, PlatformClusterSpec, PlatformClusterStatus,
@@ -15,19 +16,26 @@ use capwasm::api::platform::{
 use capwasm::api::providermodule::World;
 use capwasm::api::tenancy::AllowedNamespaces;
 use capwasm::api::{ClusterTemplate, PlatformCluster, ProviderModule};
+use capwasm::simcloud::{InstanceRecord, InstanceState};
 use capwasm::testing::objects::ProviderModuleBuilder;
 use capwasm::testing::{KUBEADM_JOIN_CONFIG, SIM_PLATFORM_KINDS, guest_path};
-use k8s_openapi::api::core::v1::Secret;
+use capwasm::wasm::composition::RenderRequest;
+use capwasm::wasm::{
+    Capabilities, Limits, ObjectKind, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
+};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Client;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Api, ResourceExt as _};
 use serde_json::{Value, json};
-use testenv::ApiServer;
 use testenv::flows::{
     Apis, Modules, Objects, Scenario, create, wait_for, wait_for_event, wait_for_module,
     wait_for_pool,
 };
 use testenv::install::{Core, Install, RECONCILES};
+use testenv::{ApiServer, Stack};
 
 /// What the sample provider renders, by group and kind.
 const KINDS: &[(&str, &str)] = SIM_PLATFORM_KINDS;
@@ -43,6 +51,8 @@ struct Platform {
     module: String,
     /// The workload server's kubeconfig Secret, renamed for each cluster.
     kubeconfig: Secret,
+    /// An admin client of the workload server.
+    workload: Client,
     clusters: Api<PlatformCluster>,
     templates: Api<ClusterTemplate>,
 }
@@ -99,6 +109,7 @@ impl Platform {
         Self {
             apis: Apis::new(&client, ns),
             kubeconfig: workload.kubeconfig_secret(ns, "cluster").unwrap(),
+            workload: workload.client().unwrap(),
             clusters: Api::namespaced(client.clone(), ns),
             templates: Api::all(client.clone()),
             client,
@@ -442,21 +453,58 @@ async fn a_child_deleted_or_stripped_of_its_owner_comes_back() {
     .await;
 }
 
+/// Deleting a platform cluster takes its CAPI Cluster first, and with it
+/// the pool, the pool's cloud instance and its workload Node; only once that
+/// Cluster is gone is the rest of what was rendered (the generated Secret)
+/// deleted; then nothing is left: no Kubernetes object, no instance in the
+/// simulated cloud's inventory, no Node. The order is seen through a
+/// finalizer the test holds on the Secret: when its deletion is asked for,
+/// the Cluster's share is already gone. Every list and read here fails the
+/// test on an error rather than read as "nothing left".
 #[tokio::test]
 async fn deletion_takes_the_capi_cluster_first_and_leaves_nothing() {
+    const HOLD: &str = "test.capwasm.dev/hold";
     let platform = Platform::new("pc-delete").await;
+    let cloud = &Stack::shared().await.unwrap().cloud;
     let template = platform
         .template("v31", "v1.31.2", json!({"encryptionKey": true}))
         .await;
     platform.cluster("c", &template, &[("md", 1)]).await;
     platform.ready("c").await;
+    let apis = &platform.apis;
+    let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
+    let nodes = Api::<Node>::all(platform.workload.clone());
+
+    // What there is to delete besides objects: the pool's instance and Node.
+    let pool_key = format!("{}/c-md", platform.ns);
+    let instances = cloud.instances_of(&pool_key);
+    assert_eq!(instances.len(), 1, "the pool's instance: {instances:?}");
+    let node_names: Vec<String> = apis
+        .pools
+        .get("c-md")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default()
+        .node_refs
+        .into_iter()
+        .filter_map(|r| r.name)
+        .collect();
+    assert_eq!(node_names, [instances[0].instance.id.clone()]);
+    for name in &node_names {
+        assert!(nodes.get_opt(name).await.unwrap().is_some(), "Node {name}");
+    }
+    let hold = json!({"metadata": {"finalizers": [HOLD]}});
+    secrets
+        .patch("c-encryption", &PatchParams::default(), &merge(hold))
+        .await
+        .unwrap();
 
     platform
         .clusters
         .delete("c", &DeleteParams::default())
         .await
         .unwrap();
-    // While the CAPI Cluster is being deleted, the rest is left alone.
     let deleting = platform
         .wait("c", "it waits for the CAPI Cluster", |s| {
             s.conditions
@@ -465,6 +513,44 @@ async fn deletion_takes_the_capi_cluster_first_and_leaves_nothing() {
         })
         .await;
     assert_eq!(deleting.status.unwrap().phase.as_deref(), Some("Deleting"));
+    // The Secret's deletion is asked for only after the CAPI Cluster and
+    // everything it took are gone.
+    wait_for(
+        &secrets,
+        "c-encryption",
+        "the generated Secret's deletion is asked for",
+        |s: Option<&Secret>| s.is_some_and(|s| s.metadata.deletion_timestamp.is_some()),
+    )
+    .await;
+    assert!(
+        apis.clusters.get_opt("c").await.unwrap().is_none(),
+        "the Cluster first"
+    );
+    assert!(apis.pools.get_opt("c-md").await.unwrap().is_none());
+    assert!(apis.configs.get_opt("c-md").await.unwrap().is_none());
+    assert!(apis.infra_pools.get_opt("c-md").await.unwrap().is_none());
+    assert!(apis.infra_clusters.get_opt("c").await.unwrap().is_none());
+    let live: Vec<_> = cloud
+        .instances_of(&pool_key)
+        .into_iter()
+        .filter(|i| i.instance.state != InstanceState::Terminating)
+        .collect();
+    assert!(
+        live.is_empty(),
+        "instances live after the Cluster: {live:?}"
+    );
+    for name in &node_names {
+        assert!(
+            nodes.get_opt(name).await.unwrap().is_none(),
+            "Node {name} after the Cluster"
+        );
+    }
+
+    let release = json!({"metadata": {"finalizers": null}});
+    secrets
+        .patch("c-encryption", &PatchParams::default(), &merge(release))
+        .await
+        .unwrap();
     wait_for(
         &platform.clusters,
         "c",
@@ -472,6 +558,14 @@ async fn deletion_takes_the_capi_cluster_first_and_leaves_nothing() {
         |c| c.is_none(),
     )
     .await;
+    nothing_left(&platform, &nodes, &instances).await;
+}
+
+/// Asserts that nothing of platform cluster `c` of `platform` is left: none
+/// of the objects it rendered, none of `instances` (its pool's) in the
+/// simulated cloud's inventory (terminated ones leave it after the
+/// termination delay), and no workload Node of theirs.
+async fn nothing_left(platform: &Platform, nodes: &Api<Node>, instances: &[InstanceRecord]) {
     let apis = &platform.apis;
     assert!(apis.clusters.get_opt("c").await.unwrap().is_none());
     assert!(apis.pools.get_opt("c-md").await.unwrap().is_none());
@@ -480,6 +574,37 @@ async fn deletion_takes_the_capi_cluster_first_and_leaves_nothing() {
     assert!(apis.infra_pools.get_opt("c-md").await.unwrap().is_none());
     let secrets = Api::<Secret>::namespaced(platform.client.clone(), &platform.ns);
     assert!(secrets.get_opt("c-encryption").await.unwrap().is_none());
+    let selector = ListParams::default().labels("platform.capwasm.dev/cluster=c");
+    let left = secrets.list(&selector).await.unwrap();
+    assert!(left.items.is_empty(), "Secrets of c: {:?}", left.items);
+
+    let cloud = &Stack::shared().await.unwrap().cloud;
+    let ids: Vec<&str> = instances.iter().map(|i| i.instance.id.as_str()).collect();
+    let listed = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        cloud.wait_for(|all| !all.iter().any(|i| ids.contains(&i.instance.id.as_str()))),
+    )
+    .await;
+    assert!(listed.is_ok(), "instances still listed: {ids:?}");
+    let provider_ids: Vec<&str> = instances
+        .iter()
+        .map(|i| i.instance.provider_id.as_str())
+        .collect();
+    let with_their_ids: Vec<String> = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|id| provider_ids.contains(&id))
+        })
+        .map(|n| n.name_any())
+        .collect();
+    assert!(with_their_ids.is_empty(), "Nodes left: {with_their_ids:?}");
 }
 
 #[tokio::test]
@@ -517,6 +642,13 @@ async fn a_new_module_version_changes_what_is_rendered_without_a_restart() {
     assert_eq!(cluster.status.unwrap().phase.as_deref(), Some("Ready"));
 }
 
+/// A module whose allowedKinds lack Secret, asked for an encryption key (a
+/// generated Secret), refuses the whole render: the cluster says which kind
+/// broke the rule, and no object of the render is applied. The render is
+/// not written down here: it is what the same component renders for the
+/// same cluster and template in a runtime of the test's own that allows
+/// every kind; each object of it, by kind and name and by the cluster's
+/// label, is absent from the API server.
 #[tokio::test]
 async fn a_kind_outside_allowed_kinds_is_refused_and_nothing_applied() {
     let without_secrets = &KINDS[..5];
@@ -529,8 +661,113 @@ async fn a_kind_outside_allowed_kinds_is_refused_and_nothing_applied() {
         .condition("c", "Composed", "InvalidProviderResult")
         .await;
     assert!(message.contains("allowedKinds"), "{message}");
-    assert!(platform.apis.clusters.get_opt("c").await.unwrap().is_none());
-    assert!(platform.apis.pools.get_opt("c-md").await.unwrap().is_none());
+
+    let rendered = rendered(&platform, "sim_platform.wasm", "c").await;
+    let allowed = |group: &str, kind: &str| without_secrets.contains(&(group, kind));
+    let refused = rendered
+        .iter()
+        .find(|(gvk, _)| !allowed(&gvk.group, &gvk.kind))
+        .map(|(gvk, _)| gvk.kind.clone())
+        .expect("the render has a kind the module may not render");
+    assert!(message.contains(&format!("({refused})")), "{message}");
+    let labelled = ListParams::default().labels("platform.capwasm.dev/cluster=c");
+    for (gvk, name) in &rendered {
+        let (resource, _) = kube::discovery::pinned_kind(&platform.client, gvk)
+            .await
+            .unwrap();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(platform.client.clone(), &platform.ns, &resource);
+        assert!(
+            api.get_opt(name).await.unwrap().is_none(),
+            "{} {name} was applied",
+            gvk.kind
+        );
+        let of_the_cluster = api.list(&labelled).await.unwrap();
+        assert!(
+            of_the_cluster.items.is_empty(),
+            "{} of the cluster: {:?}",
+            gvk.kind,
+            of_the_cluster.items
+        );
+    }
+}
+
+/// What `file` renders for platform cluster `name` of `platform` with its
+/// template's values, in a runtime of the test's own allowing every kind
+/// it may render: each object's and generated Secret's kind and name, in
+/// the order rendered (the objects, then the Secrets, as the host checks
+/// them).
+async fn rendered(platform: &Platform, file: &str, name: &str) -> Vec<(GroupVersionKind, String)> {
+    const PROVIDER: &str = "render";
+    let every_kind = KINDS
+        .iter()
+        .map(|(group, kind)| ObjectKind {
+            group: (*group).to_owned(),
+            kind: (*kind).to_owned(),
+        })
+        .collect();
+    let runtime = Runtime::new(RuntimeSettings::default(), None).unwrap();
+    runtime
+        .swap(ProviderSpec {
+            name: PROVIDER.to_owned(),
+            source: ProviderSource::File(guest_path(file)),
+            sha256: None,
+            limits: Limits::default(),
+            capabilities: Capabilities {
+                allowed_kinds: every_kind,
+                ..Capabilities::default()
+            },
+        })
+        .await
+        .unwrap();
+    let cluster = platform.clusters.get(name).await.unwrap();
+    let template = platform
+        .templates
+        .get(&cluster.spec.template_name)
+        .await
+        .unwrap();
+    let request = RenderRequest {
+        cluster: serde_json::to_string(&cluster).unwrap(),
+        template: serde_json::to_string(&template).unwrap(),
+        values: template.spec.values.clone().unwrap_or_default().to_string(),
+        observed: Vec::new(),
+    };
+    let composition = runtime
+        .render(PROVIDER, "", &platform.ns, &request)
+        .await
+        .unwrap();
+    let text = |object: &serde_json::Map<String, Value>, key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut rendered: Vec<(GroupVersionKind, String)> = composition
+        .objects
+        .iter()
+        .map(|object| {
+            let api_version = text(object, "apiVersion");
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+            let name = object
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (
+                GroupVersionKind::gvk(group, version, &text(object, "kind")),
+                name.to_owned(),
+            )
+        })
+        .collect();
+    rendered.extend(
+        composition
+            .secrets
+            .iter()
+            .map(|s| (GroupVersionKind::gvk("", "v1", "Secret"), s.name.clone())),
+    );
+    assert!(!rendered.is_empty(), "{file} renders nothing");
+    rendered
 }
 
 #[tokio::test]

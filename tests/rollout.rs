@@ -2,10 +2,11 @@
 //! serves a share of objects first (by a hash of each object's UID). One
 //! that traps is rolled back after its first broken call, every pool still
 //! reaches Running on the version before, and the same digest is not tried
-//! again; one that works is promoted after enough calls and then serves
-//! every object.
+//! again: neither through a reconcile of its module nor by a batch of new
+//! pools its share would reach, its trap count stays where it was. One that
+//! works is promoted after enough calls and then serves every object.
 
-use capwasm::api::providermodule::{Rollout, RolloutStrategy, World};
+use capwasm::api::providermodule::{CanaryStatus, Rollout, RolloutStrategy, World};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::ProviderModuleBuilder;
@@ -95,6 +96,31 @@ async fn event_reasons(install: &Install, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The sum of `capwasm_guest_calls_total` for `provider` with `outcome`,
+/// over its exports, in the operator's `metrics` text.
+fn guest_calls(metrics: &str, provider: &str, outcome: &str) -> u64 {
+    let (provider, outcome) = (
+        format!("provider=\"{provider}\""),
+        format!("outcome=\"{outcome}\""),
+    );
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("capwasm_guest_calls_total{"))
+        .filter(|l| l.contains(&provider) && l.contains(&outcome))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `capwasm_reconcile_total` of `controller` in `metrics`.
+fn reconciles(metrics: &str, controller: &str) -> u64 {
+    let series = format!("capwasm_reconcile_total{{controller=\"{controller}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_canary_is_rolled_back_and_a_working_one_promoted() {
     let install = Install::with_core("rollout", Core::Capwasm).await;
@@ -168,8 +194,81 @@ async fn a_trapping_canary_is_rolled_back_and_a_working_one_promoted() {
             .iter()
             .any(|(kind, reason)| kind == "Warning" && reason == "RolledBack")
     );
+    the_rolled_back_version_is_not_tried_again(&install, &modules, &pools_api, &kubeadm, &rolled)
+        .await;
 
     promotes_a_working_canary(&install, &infrastructure, &v1, &pools_api).await;
+}
+
+/// After the rollback of `rolled` (a canary of the bootstrap module of
+/// `modules`, whose version before is `stable`), the rolled-back digest is
+/// not tried again: a reconcile of the module (a change that is not its
+/// spec) does not load it, and a batch of [`POOLS`] new pools, three in
+/// four of which its share would reach were it still served, never calls
+/// it: the module's traps stay at their count, while its working calls
+/// grow by a call per pool at least.
+async fn the_rolled_back_version_is_not_tried_again(
+    install: &Install,
+    modules: &Modules,
+    pools_api: &Api<MachinePool>,
+    stable: &str,
+    rolled: &CanaryStatus,
+) {
+    let bootstrap = &modules.bootstrap;
+    let modules_api: Api<ProviderModule> = Api::all(install.client.clone());
+    let before = install.operator.get("/metrics").await.1;
+    let traps = guest_calls(&before, bootstrap, "trap");
+    assert!(
+        traps >= u64::from(rolled.failures),
+        "{traps} traps, {rolled:?}"
+    );
+    let calls = guest_calls(&before, bootstrap, "ok");
+
+    // The module reconciled again, without a change of its spec (nothing
+    // else here changes a module, so the count rising is its reconcile).
+    let module_reconciles = reconciles(&before, "providermodule");
+    let touch = json!({"metadata": {"annotations": {"test.capwasm.dev/touched": "1"}}});
+    modules_api
+        .patch(bootstrap, &PatchParams::default(), &Patch::Merge(touch))
+        .await
+        .expect("the module annotated");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while reconciles(&install.operator.get("/metrics").await.1, "providermodule")
+        <= module_reconciles
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the annotated module was not reconciled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    pools(install, modules, "after", pools_api).await;
+    let after = install.operator.get("/metrics").await.1;
+    assert_eq!(
+        guest_calls(&after, bootstrap, "trap"),
+        traps,
+        "the rolled-back version was called again"
+    );
+    let more = guest_calls(&after, bootstrap, "ok") - calls;
+    assert!(
+        more >= POOLS as u64,
+        "{more} working calls for {POOLS} new pools"
+    );
+    let status = modules_api
+        .get(bootstrap)
+        .await
+        .expect("the module")
+        .status
+        .unwrap_or_default();
+    assert_eq!(status.active_digest.as_deref(), Some(stable));
+    assert!(status.canary.is_none(), "a canary again: {status:?}");
+    assert_eq!(
+        status.rolled_back.as_ref().map(|r| r.digest.as_str()),
+        Some(rolled.digest.as_str())
+    );
+    let (ready, reason, _) = condition(&status.conditions, "Ready").unwrap_or_default();
+    assert_eq!((ready.as_str(), reason.as_str()), ("False", "RolledBack"));
 }
 
 /// A working infrastructure version, as a canary: promoted after three

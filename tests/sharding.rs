@@ -81,7 +81,7 @@ async fn each_cluster_is_reconciled_by_its_shard_alone_and_a_killed_shard_is_tak
         .map(|p| p.log_lines(|line| line.contains("reconciling")))
         .unwrap_or_default()];
     for (cluster, _) in clusters.iter().filter(|(_, owner)| **owner == 1) {
-        let by = reconcilers(&replacement, &ns, &pool_of(cluster));
+        let by = reconcilers(&replacement, &ns, "MachinePool", &pool_of(cluster));
         assert_eq!(
             by,
             [1],
@@ -159,8 +159,8 @@ fn pool_of(cluster: &str) -> String {
     format!("{cluster}-pool")
 }
 
-/// Asserts that every Cluster's pool was reconciled by its shard alone, as
-/// the shards' `logs` say, at `stage`.
+/// Asserts that every Cluster and its pool were reconciled by the Cluster's
+/// shard alone, as the shards' `logs` say, at `stage`.
 fn each_by_its_shard(
     logs: &[Vec<String>],
     ns: &str,
@@ -168,18 +168,24 @@ fn each_by_its_shard(
     stage: &str,
 ) {
     for (cluster, owner) in clusters {
-        let reconciled_by = reconcilers(logs, ns, &pool_of(cluster));
-        assert_eq!(
-            reconciled_by,
-            vec![*owner],
-            "{stage}: pool of {cluster} (shard {owner} by its hash) reconciled by shards {reconciled_by:?}"
-        );
+        for (kind, name) in [
+            ("Cluster", cluster.clone()),
+            ("MachinePool", pool_of(cluster)),
+        ] {
+            let reconciled_by = reconcilers(logs, ns, kind, &name);
+            assert_eq!(
+                reconciled_by,
+                vec![*owner],
+                "{stage}: {kind} {name} of {cluster} (shard {owner} by its hash) reconciled by shards {reconciled_by:?}"
+            );
+        }
     }
 }
 
-/// The shards whose logs say they reconciled MachinePool `pool`.
-fn reconcilers(logs: &[Vec<String>], ns: &str, pool: &str) -> Vec<u32> {
-    let object = format!("object=MachinePool.v1beta2.cluster.x-k8s.io/{pool}.{ns} ");
+/// The shards whose logs say they reconciled `kind` (of
+/// `cluster.x-k8s.io/v1beta2`) `name`.
+fn reconcilers(logs: &[Vec<String>], ns: &str, kind: &str, name: &str) -> Vec<u32> {
+    let object = format!("object={kind}.v1beta2.cluster.x-k8s.io/{name}.{ns} ");
     let mut shards: Vec<u32> = logs
         .iter()
         .flatten()
