@@ -945,15 +945,24 @@ async fn check_20_infrastructure_deleted_after_ready_is_reported() {
     // error again, so not observed.
     world.scale("p", 1).await;
     let generation = world.apis.pools.get("p").await.unwrap().metadata.generation;
+    // Still as deleted after being ready, as upstream keeps saying: the
+    // pool's `infrastructureProvisioned` is not lost with the object.
     let failed = world
         .pool_until("p", "the new generation fails too", |p| {
             status_of(p).conditions.iter().any(|c| {
                 c.type_ == "InfrastructureReady"
                     && c.status == "False"
+                    && c.reason == "InfrastructureDeleted"
                     && c.observed_generation == generation
             })
         })
         .await;
+    assert_eq!(
+        status_of(&failed)
+            .initialization
+            .and_then(|i| i.infrastructure_provisioned),
+        Some(true)
+    );
     assert!(
         status_of(&failed).observed_generation < generation,
         "{:?} observed of {generation:?}",

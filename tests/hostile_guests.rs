@@ -102,13 +102,8 @@ fn settings(budget: Option<usize>) -> RuntimeSettings {
     }
 }
 
-/// A runtime of `settings` serving `file` as [`HOSTILE`] (under [`limits`])
-/// and kubeadm-bootstrap as [`WELL_BEHAVED`].
-async fn runtime_with_settings(file: &str, settings: RuntimeSettings) -> (Runtime, Metrics) {
-    runtime_of(file, settings, limits()).await
-}
-
-/// [`runtime_with_settings`], the hostile guest under `hostile_limits`.
+/// A runtime of `settings` serving `file` as [`HOSTILE`] under
+/// `hostile_limits` and kubeadm-bootstrap as [`WELL_BEHAVED`].
 async fn runtime_of(
     file: &str,
     settings: RuntimeSettings,

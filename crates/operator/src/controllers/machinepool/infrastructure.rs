@@ -20,6 +20,10 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
         .as_ref()
         .and_then(|i| i.infrastructure_provisioned)
         == Some(true);
+    // What was provisioned stays so until the object says otherwise, as
+    // upstream leaves `infrastructureProvisioned` alone on a failed read:
+    // an object deleted after being ready keeps being reported as such.
+    scope.found.infrastructure_ready = was_provisioned;
     let (resolved, object) = match scope.adopt(ctx, &reference).await {
         Ok(found) => found,
         Err(Error::Reference {
