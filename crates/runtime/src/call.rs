@@ -20,12 +20,12 @@ use super::bindings::{
     BootstrapProviderIndices, InfrastructureProviderIndices, PlatformProviderIndices,
 };
 use super::fairness::{self, Fairness, Share, Tenant, Turn};
-use super::limits::{GuestMemory, MemoryBound};
+use super::memory::{GuestMemory, MemoryBound};
 use super::metrics::{Held, Metrics};
 use super::provider::{Callee, ProviderPre, WorldExports};
 use super::state::CallState;
 use super::types::{ProviderError, ProviderInfo};
-use super::{CallError, text};
+use super::{CallError, bounds, text};
 
 /// What one export call returns before the host's checks: the outer error
 /// means the guest died, the inner one is its own typed answer.
@@ -348,7 +348,7 @@ fn classify(
         trap,
         last_words: {
             let (said, before) = store.data().last_words();
-            text::clean_tail(&said, before, text::MAX_LAST_WORDS_BYTES)
+            text::clean_tail(&said, before, bounds::MAX_LAST_WORDS_BYTES)
         },
     }
 }
@@ -357,17 +357,17 @@ fn classify(
 fn cleaned(error: ProviderError) -> ProviderError {
     match error {
         ProviderError::RetryAfter(mut e) => {
-            e.message = text::clean(&e.message, text::MAX_MESSAGE_BYTES);
+            e.message = text::clean(&e.message, bounds::MAX_MESSAGE_BYTES);
             ProviderError::RetryAfter(e)
         }
         ProviderError::Terminal(mut e) => {
-            e.reason = text::clean(&e.reason, text::MAX_REASON_BYTES);
-            e.message = text::clean(&e.message, text::MAX_MESSAGE_BYTES);
+            e.reason = text::clean(&e.reason, bounds::MAX_REASON_BYTES);
+            e.message = text::clean(&e.message, bounds::MAX_MESSAGE_BYTES);
             ProviderError::Terminal(e)
         }
         ProviderError::InvalidConfig(mut e) => {
-            e.path = text::clean(&e.path, text::MAX_PATH_BYTES);
-            e.message = text::clean(&e.message, text::MAX_MESSAGE_BYTES);
+            e.path = text::clean(&e.path, bounds::MAX_PATH_BYTES);
+            e.message = text::clean(&e.message, bounds::MAX_MESSAGE_BYTES);
             ProviderError::InvalidConfig(e)
         }
     }
@@ -387,8 +387,8 @@ fn memory_limit(callee: &Callee<'_>, export: &'static str, bound: MemoryBound) -
 /// `info`, its name and version bounded and cleaned as all guest text is.
 pub(crate) async fn info(host: &Host<'_>, callee: &Callee<'_>) -> Result<ProviderInfo, CallError> {
     let mut info: ProviderInfo = nullary(host, callee, "info", |pre| &pre.info).await?;
-    info.name = text::clean(&info.name, text::MAX_INFO_BYTES);
-    info.version = text::clean(&info.version, text::MAX_INFO_BYTES);
+    info.name = text::clean(&info.name, bounds::MAX_INFO_BYTES);
+    info.version = text::clean(&info.version, bounds::MAX_INFO_BYTES);
     Ok(info)
 }
 

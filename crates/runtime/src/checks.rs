@@ -8,25 +8,13 @@
 //! each call's store has `max_output_bytes` of hostcall fuel, which lifting a
 //! result spends on every element (at its size in the host) and every byte.
 
+use super::bounds::{
+    MAX_ADDRESSES, MAX_ATTRIBUTES, MAX_FAILURE_DOMAINS, MAX_ID_BYTES, MAX_PROVIDER_ID_BYTES,
+    max_instances,
+};
 use super::clusters::ClusterState;
 use super::machine_pools::PoolState;
 use super::types::{BootstrapData, BootstrapFormat, Instance};
-
-/// Bytes of an instance id, failure domain, address or request token.
-pub const MAX_ID_BYTES: usize = 256;
-/// Bytes of a providerID.
-pub const MAX_PROVIDER_ID_BYTES: usize = 512;
-/// Addresses of one instance.
-pub const MAX_ADDRESSES: usize = 32;
-/// Failure domains of a cluster, and attributes of one.
-pub const MAX_FAILURE_DOMAINS: usize = 100;
-/// Attributes of one failure domain.
-pub const MAX_ATTRIBUTES: usize = 64;
-/// Instances a pool of `replicas` may report: twice the replicas and ten
-/// more, room for a provider that replaces machines before it removes them.
-pub fn max_instances(replicas: u32) -> usize {
-    (replicas as usize).saturating_mul(2).saturating_add(10)
-}
 
 /// A rule a result broke.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -10,22 +10,13 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use super::bounds::{
+    MAX_GENERATED_SECRET_BYTES, MAX_GENERATED_SECRETS, MAX_MESSAGE_BYTES, MAX_REASON_BYTES,
+    MAX_RENDERED_OBJECTS, MAX_SUMMARY_CONDITIONS, MAX_SUMMARY_NODE_GROUPS, MAX_SUMMARY_NODES,
+};
 use super::checks::{Violation, violation};
 use super::composition::{ClusterSummary, GeneratedSecret, Rendered};
 use super::text;
-
-/// Objects one platform cluster may be made of.
-pub const MAX_OBJECTS: usize = 500;
-/// Secrets the host generates for one platform cluster, and keys of one.
-pub const MAX_SECRETS: usize = 16;
-/// Random bytes of one generated key.
-pub const MAX_SECRET_BYTES: u32 = 512;
-/// Conditions, node groups and nodes of a summary.
-pub const MAX_CONDITIONS: usize = 32;
-/// Node groups of a summary.
-pub const MAX_NODE_GROUPS: usize = 100;
-/// Nodes of a summary.
-pub const MAX_NODES: usize = 5_000;
 
 /// A kind by API group (empty for the core group) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -99,7 +90,7 @@ pub fn rendered(
     namespace: &str,
     allowed: &[ObjectKind],
 ) -> Result<Composition, Violation> {
-    if rendered.objects.len() > MAX_OBJECTS {
+    if rendered.objects.len() > MAX_RENDERED_OBJECTS {
         return Err(violation(
             "more than 500 objects",
             format!("objects ({})", rendered.objects.len()),
@@ -191,7 +182,7 @@ fn secrets(
     names: &mut HashSet<(ObjectKind, String)>,
     allowed: &[ObjectKind],
 ) -> Result<(), Violation> {
-    if secrets.len() > MAX_SECRETS {
+    if secrets.len() > MAX_GENERATED_SECRETS {
         return Err(violation("more than 16 generated Secrets", "secrets"));
     }
     let secret = ObjectKind {
@@ -212,7 +203,7 @@ fn secrets(
         if !names.insert((secret.clone(), generated.name.clone())) {
             return Err(violation("an object rendered twice", at("name")));
         }
-        if generated.keys.is_empty() || generated.keys.len() > MAX_SECRETS {
+        if generated.keys.is_empty() || generated.keys.len() > MAX_GENERATED_SECRETS {
             return Err(violation("no keys, or more than 16", at("keys")));
         }
         let key_ok = |k: &String| {
@@ -224,7 +215,7 @@ fn secrets(
         if let Some(j) = generated.keys.iter().position(|k| !key_ok(k)) {
             return Err(violation("not a Secret key", at(&format!("keys[{j}]"))));
         }
-        if generated.bytes == 0 || generated.bytes > MAX_SECRET_BYTES {
+        if generated.bytes == 0 || generated.bytes > MAX_GENERATED_SECRET_BYTES {
             return Err(violation("not 1 to 512 bytes", at("bytes")));
         }
     }
@@ -233,18 +224,18 @@ fn secrets(
 
 /// Checks a summary and bounds its text as all guest text is bounded.
 pub fn summary(mut summary: ClusterSummary) -> Result<ClusterSummary, Violation> {
-    if summary.conditions.len() > MAX_CONDITIONS {
+    if summary.conditions.len() > MAX_SUMMARY_CONDITIONS {
         return Err(violation("more than 32 conditions", "conditions"));
     }
-    if summary.node_groups.len() > MAX_NODE_GROUPS {
+    if summary.node_groups.len() > MAX_SUMMARY_NODE_GROUPS {
         return Err(violation("more than 100 node groups", "nodeGroups"));
     }
-    if summary.nodes.len() > MAX_NODES {
+    if summary.nodes.len() > MAX_SUMMARY_NODES {
         return Err(violation("more than 5000 nodes", "nodes"));
     }
     let camel = |s: &str| {
         !s.is_empty()
-            && s.len() <= text::MAX_REASON_BYTES
+            && s.len() <= MAX_REASON_BYTES
             && s.starts_with(|c: char| c.is_ascii_uppercase())
             && s.chars().all(|c| c.is_ascii_alphanumeric())
     };
@@ -261,9 +252,9 @@ pub fn summary(mut summary: ClusterSummary) -> Result<ClusterSummary, Violation>
                 format!("conditions[{i}].reason"),
             ));
         }
-        condition.message = text::clean(&condition.message, text::MAX_MESSAGE_BYTES);
+        condition.message = text::clean(&condition.message, MAX_MESSAGE_BYTES);
     }
-    summary.message = text::clean(&summary.message, text::MAX_MESSAGE_BYTES);
+    summary.message = text::clean(&summary.message, MAX_MESSAGE_BYTES);
     let bounded = |s: &mut String| *s = text::clean(s, 253);
     if let Some(version) = summary.kubernetes_version.as_mut() {
         bounded(version);
@@ -365,7 +356,7 @@ mod tests {
 
     #[test]
     fn more_objects_than_a_cluster_is_made_of_are_refused_before_parsing() {
-        let many = vec!["not even JSON"; MAX_OBJECTS + 1];
+        let many = vec!["not even JSON"; MAX_RENDERED_OBJECTS + 1];
         assert_eq!(refused(&many).rule, "more than 500 objects");
     }
 

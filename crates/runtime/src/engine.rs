@@ -3,15 +3,14 @@
 //! same place so that a guest can never run without yielding.
 
 use std::sync::mpsc;
-use std::time::Duration;
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::Error;
-
-/// A computing guest yields to the executor at least this often, so a
-/// deadline (a timer of the executor) can end it.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+use super::bounds::{
+    EPOCH_TICK, MAX_CORE_INSTANCES_PER_COMPONENT, MAX_MEMORIES_PER_COMPONENT,
+    MAX_TABLES_PER_COMPONENT,
+};
 
 /// Linear memory a reused pool slot keeps mapped (when the kernel can tell
 /// which pages a call dirtied): a Rust guest's 1 MiB stack comes first, then
@@ -33,11 +32,11 @@ pub(crate) fn new(
     pool.total_component_instances(max_instances)
         // A Rust component holds a few core instances (its module plus shims).
         .total_core_instances(max_instances * 8)
-        .max_core_instances_per_component(16)
-        .total_memories(max_instances * 2)
-        .max_memories_per_component(2)
-        .total_tables(max_instances * 8)
-        .max_tables_per_component(8)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .total_memories(max_instances * MAX_MEMORIES_PER_COMPONENT)
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .total_tables(max_instances * MAX_TABLES_PER_COMPONENT)
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
         .max_memory_size(max_memory_bytes)
         .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
         // A call runs on a fiber stack of its own, from the pool.

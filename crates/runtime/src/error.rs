@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::limits::MemoryBound;
+use super::memory::MemoryBound;
 use super::types::ProviderError;
 
 /// Why a provider could not be loaded. The working version, if any, stays.

@@ -15,6 +15,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bindings;
+pub mod bounds;
 mod cache;
 mod call;
 pub mod checks;
@@ -30,6 +31,7 @@ mod host;
 mod limits;
 mod linkers;
 mod load;
+mod memory;
 mod metrics;
 mod platform;
 mod provider;
@@ -46,10 +48,11 @@ pub use bindings::{bootstrap, clusters, composition, machine_pools};
 pub use cache::PrecompiledCache;
 pub use composed::ObjectKind;
 pub use error::{CallError, Error, Wall, Whose};
-pub use fairness::{THROTTLE_AFTER, Throttled};
+pub use fairness::Throttled;
 pub use host::auth::{AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AuthError, HostAuth, Keys, Scheme};
-pub use limits::{Capabilities, HttpLimits, Limits, MemoryBound};
+pub use limits::{Capabilities, HttpLimits, Limits};
 pub use load::{ProviderSource, ProviderSpec};
+pub use memory::MemoryBound;
 pub use metrics::Metrics;
 pub use provider::LoadedProvider;
 pub use registry::{Canary, CanaryPolicy, Registry, RolledBack};

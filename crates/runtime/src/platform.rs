@@ -11,7 +11,7 @@ use super::composition::{ClusterSummary, RenderRequest, StatusRequest, ValidateR
 use super::provider::{Callee, WorldExports};
 use super::runtime::Runtime;
 use super::state::CallState;
-use super::{CallError, bindings, text};
+use super::{CallError, bindings, bounds, text};
 
 type Exports = bindings::interfaces::Composition;
 
@@ -81,7 +81,7 @@ impl Runtime {
                 .await?;
             Ok(match verdict {
                 Verdict::Refused(why) => {
-                    Verdict::Refused(text::clean(&why, text::MAX_MESSAGE_BYTES))
+                    Verdict::Refused(text::clean(&why, bounds::MAX_MESSAGE_BYTES))
                 }
                 Verdict::Allowed => Verdict::Allowed,
             })

@@ -12,13 +12,13 @@ use super::cache::PrecompiledCache;
 use super::call::Host;
 use super::engine::{self, EpochTicker};
 use super::fairness::{Fairness, Throttled};
-use super::limits::GuestMemory;
 use super::linkers::Linkers;
 use super::load::{self, ProviderSpec};
+use super::memory::GuestMemory;
 use super::metrics::Metrics;
 use super::provider::{Callee, LoadedProvider};
 use super::registry::Registry;
-use super::{CallError, Error, checks};
+use super::{CallError, Error, bounds, checks};
 
 /// Host-wide settings, fixed for the process's life.
 #[derive(Clone, Debug)]
@@ -51,14 +51,14 @@ pub struct RuntimeSettings {
 impl Default for RuntimeSettings {
     fn default() -> Self {
         Self {
-            max_memory_bytes: 256 << 20,
-            max_instances: 64,
+            max_memory_bytes: bounds::MAX_PROVIDER_MEMORY_MIB << 20,
+            max_instances: bounds::MAX_PROVIDER_INSTANCES,
             cache: None,
-            max_guest_connections: 256,
+            max_guest_connections: bounds::MAX_GUEST_CONNECTIONS,
             guest_memory_budget_bytes: None,
-            max_calls_per_provider: 4,
-            patience: Duration::from_millis(250),
-            provider_cpu_share: 0.5,
+            max_calls_per_provider: bounds::calls_per_provider(bounds::CONCURRENCY),
+            patience: bounds::PATIENCE,
+            provider_cpu_share: bounds::PROVIDER_CPU_SHARE,
         }
     }
 }

@@ -12,19 +12,7 @@ use std::sync::Arc;
 use jsonschema::{PatternOptions, Validator};
 use serde_json::{Map, Value};
 
-/// The bounds a config schema is held to.
-pub mod bounds {
-    /// Bytes of the schema text.
-    pub const MAX_BYTES: usize = 512 * 1024;
-    /// Nesting, counted with every `$ref` inlined.
-    pub const MAX_DEPTH: usize = 64;
-    /// JSON values, counted with every `$ref` inlined at each use.
-    pub const MAX_EXPANDED_NODES: u64 = 50_000;
-    /// Subschemas of one `anyOf`, `oneOf`, `allOf` or `prefixItems`.
-    pub const MAX_FAN_OUT: usize = 64;
-    /// Bytes a compiled `pattern` may take (the regex crate's size limit).
-    pub const MAX_PATTERN_BYTES: usize = 1024 * 1024;
-}
+use super::bounds;
 
 /// Keywords whose value is a list of subschemas applied to one instance.
 const COMBINATORS: [&str; 4] = ["anyOf", "oneOf", "allOf", "prefixItems"];
@@ -35,7 +23,7 @@ pub enum SchemaError {
     /// The text is not a JSON object.
     #[error("the config schema is not a JSON object")]
     NotAnObject(#[source] serde_json::Error),
-    /// The text is over [`bounds::MAX_BYTES`].
+    /// The text is over [`bounds::SCHEMA_MAX_BYTES`].
     #[error("the config schema is {bytes} bytes, over the limit of {limit}")]
     TooLarge {
         /// Its size.
@@ -43,7 +31,7 @@ pub enum SchemaError {
         /// The bound.
         limit: usize,
     },
-    /// Nesting, `$ref`s inlined, is over [`bounds::MAX_DEPTH`].
+    /// Nesting, `$ref`s inlined, is over [`bounds::SCHEMA_MAX_DEPTH`].
     #[error("the config schema nests deeper than {limit} levels (with $refs inlined) at {at}")]
     TooDeep {
         /// Where (a JSON Pointer into the schema).
@@ -51,13 +39,13 @@ pub enum SchemaError {
         /// The bound.
         limit: usize,
     },
-    /// With its `$ref`s inlined, the schema is over [`bounds::MAX_EXPANDED_NODES`].
+    /// With its `$ref`s inlined, the schema is over [`bounds::SCHEMA_MAX_EXPANDED_NODES`].
     #[error("the config schema has over {limit} values with its $refs inlined at each use")]
     TooManyNodes {
         /// The bound.
         limit: u64,
     },
-    /// A combinator lists more subschemas than [`bounds::MAX_FAN_OUT`].
+    /// A combinator lists more subschemas than [`bounds::SCHEMA_MAX_FAN_OUT`].
     #[error("{keyword} at {at} lists {count} subschemas, over the limit of {limit}")]
     FanOut {
         /// The keyword.
@@ -135,17 +123,17 @@ impl std::fmt::Debug for ConfigSchema {
 impl ConfigSchema {
     /// Parses, bounds and compiles the schema text a component returned.
     pub fn compile(text: &str) -> Result<Self, SchemaError> {
-        if text.len() > bounds::MAX_BYTES {
+        if text.len() > bounds::SCHEMA_MAX_BYTES {
             return Err(SchemaError::TooLarge {
                 bytes: text.len(),
-                limit: bounds::MAX_BYTES,
+                limit: bounds::SCHEMA_MAX_BYTES,
             });
         }
         let json = serde_json::from_str::<Map<String, Value>>(text)
             .map(Value::Object)
             .map_err(SchemaError::NotAnObject)?;
         Expansion::new(&json).measure()?;
-        let pattern_bound = bounds::MAX_PATTERN_BYTES;
+        let pattern_bound = bounds::SCHEMA_MAX_PATTERN_BYTES;
         let validator = jsonschema::options()
             .with_pattern_options(
                 PatternOptions::regex()
@@ -197,9 +185,9 @@ impl<'a> Expansion<'a> {
 
     fn measure(&mut self) -> Result<(), SchemaError> {
         let (nodes, _) = self.node(self.root, "", 0)?;
-        if nodes > bounds::MAX_EXPANDED_NODES {
+        if nodes > bounds::SCHEMA_MAX_EXPANDED_NODES {
             return Err(SchemaError::TooManyNodes {
-                limit: bounds::MAX_EXPANDED_NODES,
+                limit: bounds::SCHEMA_MAX_EXPANDED_NODES,
             });
         }
         Ok(())
@@ -207,10 +195,10 @@ impl<'a> Expansion<'a> {
 
     /// (values, depth) of `value` at `at`, found `level` levels deep.
     fn node(&mut self, value: &Value, at: &str, level: usize) -> Result<(u64, usize), SchemaError> {
-        if level > bounds::MAX_DEPTH {
+        if level > bounds::SCHEMA_MAX_DEPTH {
             return Err(SchemaError::TooDeep {
                 at: pointer_text(at),
-                limit: bounds::MAX_DEPTH,
+                limit: bounds::SCHEMA_MAX_DEPTH,
             });
         }
         let mut nodes: u64 = 1;
@@ -218,9 +206,9 @@ impl<'a> Expansion<'a> {
         let mut add = |(n, d): (u64, usize)| -> Result<(), SchemaError> {
             nodes = nodes.saturating_add(n);
             depth = depth.max(d + 1);
-            if nodes > bounds::MAX_EXPANDED_NODES {
+            if nodes > bounds::SCHEMA_MAX_EXPANDED_NODES {
                 return Err(SchemaError::TooManyNodes {
-                    limit: bounds::MAX_EXPANDED_NODES,
+                    limit: bounds::SCHEMA_MAX_EXPANDED_NODES,
                 });
             }
             Ok(())
@@ -235,13 +223,13 @@ impl<'a> Expansion<'a> {
                 check_keywords(map, at)?;
                 for keyword in COMBINATORS {
                     if let Some(Value::Array(list)) = map.get(keyword)
-                        && list.len() > bounds::MAX_FAN_OUT
+                        && list.len() > bounds::SCHEMA_MAX_FAN_OUT
                     {
                         return Err(SchemaError::FanOut {
                             keyword,
                             at: pointer_text(at),
                             count: list.len(),
-                            limit: bounds::MAX_FAN_OUT,
+                            limit: bounds::SCHEMA_MAX_FAN_OUT,
                         });
                     }
                 }
@@ -267,10 +255,10 @@ impl<'a> Expansion<'a> {
     ) -> Result<(u64, usize), SchemaError> {
         if let Some(measured) = self.measured.get(reference) {
             // As measured the first time: the target one level below.
-            if level + 1 + measured.1 > bounds::MAX_DEPTH {
+            if level + 1 + measured.1 > bounds::SCHEMA_MAX_DEPTH {
                 return Err(SchemaError::TooDeep {
                     at: pointer_text(at),
-                    limit: bounds::MAX_DEPTH,
+                    limit: bounds::SCHEMA_MAX_DEPTH,
                 });
             }
             return Ok(*measured);
@@ -397,21 +385,21 @@ mod tests {
     #[test]
     fn the_size_bound_is_the_schema_text() {
         // `{"description":"…"}` is 18 bytes around the string.
-        let at_bound = json!({"description": "x".repeat(bounds::MAX_BYTES - 18)});
-        assert_eq!(at_bound.to_string().len(), bounds::MAX_BYTES);
+        let at_bound = json!({"description": "x".repeat(bounds::SCHEMA_MAX_BYTES - 18)});
+        assert_eq!(at_bound.to_string().len(), bounds::SCHEMA_MAX_BYTES);
         assert!(compile(&at_bound).is_ok());
-        let over = json!({"description": "x".repeat(bounds::MAX_BYTES - 17)});
+        let over = json!({"description": "x".repeat(bounds::SCHEMA_MAX_BYTES - 17)});
         assert!(matches!(
             compile(&over),
-            Err(SchemaError::TooLarge { bytes, .. }) if bytes == bounds::MAX_BYTES + 1
+            Err(SchemaError::TooLarge { bytes, .. }) if bytes == bounds::SCHEMA_MAX_BYTES + 1
         ));
     }
 
     #[test]
     fn nesting_is_bounded_with_references_inlined() {
-        assert!(compile(&nested_nots(bounds::MAX_DEPTH)).is_ok());
+        assert!(compile(&nested_nots(bounds::SCHEMA_MAX_DEPTH)).is_ok());
         assert!(matches!(
-            compile(&nested_nots(bounds::MAX_DEPTH + 1)),
+            compile(&nested_nots(bounds::SCHEMA_MAX_DEPTH + 1)),
             Err(SchemaError::TooDeep { .. })
         ));
         // Shallow text, deep once `$ref` is followed: a chain of definitions.
@@ -428,7 +416,7 @@ mod tests {
         };
         assert!(compile(&chain(10)).is_ok());
         assert!(matches!(
-            compile(&chain(bounds::MAX_DEPTH)),
+            compile(&chain(bounds::SCHEMA_MAX_DEPTH)),
             Err(SchemaError::TooDeep { .. })
         ));
     }
@@ -445,7 +433,7 @@ mod tests {
             json!({"$defs": {"leaf": {"type": "string"}}, "anyOf": uses})
         };
         // The deepest use alone that still fits...
-        let limit = (0..=bounds::MAX_DEPTH)
+        let limit = (0..=bounds::SCHEMA_MAX_DEPTH)
             .find(|&deep| compile(&schema(false, deep + 1)).is_err())
             .expect("some depth crosses the bound");
         assert!(compile(&schema(false, limit)).is_ok());
@@ -462,9 +450,9 @@ mod tests {
     fn the_expanded_size_is_bounded_at_each_use_of_a_reference() {
         // Root object, the enum array and its members.
         let values = |members: u64| json!({"enum": vec![0; usize::try_from(members).unwrap_or(0)]});
-        assert!(compile(&values(bounds::MAX_EXPANDED_NODES - 2)).is_ok());
+        assert!(compile(&values(bounds::SCHEMA_MAX_EXPANDED_NODES - 2)).is_ok());
         assert!(matches!(
-            compile(&values(bounds::MAX_EXPANDED_NODES - 1)),
+            compile(&values(bounds::SCHEMA_MAX_EXPANDED_NODES - 1)),
             Err(SchemaError::TooManyNodes { .. })
         ));
         // The schema bomb: each level refers twice to the next, so 18
@@ -488,10 +476,10 @@ mod tests {
     #[test]
     fn a_combinator_lists_at_most_the_fan_out_bound() {
         let any_of = |n: usize| json!({"anyOf": vec![json!({"type": "string"}); n]});
-        assert!(compile(&any_of(bounds::MAX_FAN_OUT)).is_ok());
-        let refused = compile(&any_of(bounds::MAX_FAN_OUT + 1));
+        assert!(compile(&any_of(bounds::SCHEMA_MAX_FAN_OUT)).is_ok());
+        let refused = compile(&any_of(bounds::SCHEMA_MAX_FAN_OUT + 1));
         assert!(
-            matches!(refused, Err(SchemaError::FanOut { keyword: "anyOf", count, .. }) if count == bounds::MAX_FAN_OUT + 1),
+            matches!(refused, Err(SchemaError::FanOut { keyword: "anyOf", count, .. }) if count == bounds::SCHEMA_MAX_FAN_OUT + 1),
             "{refused:?}"
         );
     }

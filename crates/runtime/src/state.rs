@@ -7,14 +7,12 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::bounds::STDERR_KEPT_BYTES;
 use super::host::auth::Keys;
 use super::host::http::{Egress, EgressPolicy};
 use super::host::stderr::Tail;
-use super::limits::{GuestMemory, Limits, MemoryLimiter};
-
-/// Bytes of guest stderr kept for error messages (a panic message, the end
-/// of a traceback): the last ones written.
-const STDERR_CAPACITY: usize = 4096;
+use super::limits::Limits;
+use super::memory::{GuestMemory, MemoryLimiter};
 
 pub(crate) struct CallState {
     /// Built on first use: most calls never touch WASI, and building a
@@ -140,7 +138,7 @@ impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         let stderr = &mut self.stderr;
         let ctx = self.wasi.get_or_insert_with(|| {
-            let pipe = Tail::new(STDERR_CAPACITY);
+            let pipe = Tail::new(STDERR_KEPT_BYTES);
             *stderr = Some(pipe.clone());
             // No args, environment, preopened directories or inherited
             // stdio; no socket may be opened, bound or looked up (the

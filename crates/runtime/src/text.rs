@@ -2,26 +2,10 @@
 //! before it leaves the runtime: bounded to a documented size (cut at a
 //! character boundary, with a marker saying how much was cut) and with
 //! control characters, and the invisible characters that reorder or hide
-//! text, escaped as `\u{..}`.
+//! text, escaped as `\u{..}`. The sizes are [`bounds`](super::bounds)'
+//! (`MAX_MESSAGE_BYTES` and kin).
 
 use std::fmt::Write as _;
-
-/// Bytes of an error message a guest returns (retry-after, terminal).
-pub const MAX_MESSAGE_BYTES: usize = 1024;
-/// Bytes of a terminal error's reason.
-pub const MAX_REASON_BYTES: usize = 128;
-/// Bytes of an invalid-config error's JSON path.
-pub const MAX_PATH_BYTES: usize = 256;
-/// Bytes of what a guest said before it died (stderr, panic message).
-pub const MAX_LAST_WORDS_BYTES: usize = 2048;
-/// Bytes of a log line's message.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 2048;
-/// Bytes of a log field's key, and of its value.
-pub const MAX_LOG_KEY_BYTES: usize = 64;
-/// Bytes of a log field's value.
-pub const MAX_LOG_VALUE_BYTES: usize = 256;
-/// Bytes of a provider's name and version (from `info`).
-pub const MAX_INFO_BYTES: usize = 128;
 
 /// `text` with control and invisible-formatting characters escaped, cut to
 /// at most `max` bytes (escapes counted) plus a marker `…[+N bytes]` when
@@ -83,6 +67,7 @@ pub(crate) fn needs_escape(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bounds::MAX_MESSAGE_BYTES;
 
     #[test]
     fn text_within_the_bound_is_kept_as_it_is() {

@@ -21,7 +21,7 @@ use crate::controllers::{Controllers, Settings};
 use crate::leader::{self, Election};
 use crate::oci::Puller;
 use crate::operator::{Config, Operator};
-use crate::wasm::{PrecompiledCache, RuntimeSettings};
+use crate::wasm::{PrecompiledCache, RuntimeSettings, bounds};
 use crate::webhook;
 
 /// Flags of `capwasm run`.
@@ -41,19 +41,21 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// The most memory any provider may be given, in MiB.
-    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    #[arg(long, default_value_t = bounds::MAX_PROVIDER_MEMORY_MIB, value_name = "MIB")]
     max_provider_memory_mib: usize,
     /// Provider calls that may run at once (more wait for a slot). Times
     /// --max-provider-memory-mib, the most memory guests can ever hold.
-    #[arg(long, default_value_t = 64, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = bounds::MAX_PROVIDER_INSTANCES, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(bounds::MAX_PROVIDER_INSTANCES_MIN)..=i64::from(bounds::MAX_PROVIDER_INSTANCES_MAX)))]
     max_provider_instances: u32,
     /// Linear memory all provider calls together may hold, in MiB, so that
     /// the process's memory has a bound whatever its guests do; a call that
     /// would cross it waits, within its deadline, for memory to come back.
     /// Unset: only each provider's own limit bounds it.
     #[arg(long, value_name = "MIB",
-          value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(bounds::GUEST_MEMORY_BUDGET_MIB_MIN)..=i64::from(bounds::GUEST_MEMORY_BUDGET_MIB_MAX)))]
     guest_memory_budget_mib: Option<u32>,
     /// Calls of one provider that may run at once (default: a quarter of
     /// --concurrency); a call that finds none of its turns free within
@@ -62,15 +64,16 @@ pub struct Args {
     /// second, so that one provider's calls running to their deadline hold
     /// at most that many of a controller's workers.
     #[arg(long, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(bounds::MAX_CALLS_PER_PROVIDER_MIN)..=i64::from(bounds::MAX_CALLS_PER_PROVIDER_MAX)))]
     max_calls_per_provider: Option<u32>,
     /// The share of a core one provider's calls may compute, beyond a
     /// 2-second burst; a call past it waits at its next 10 ms tick.
-    #[arg(long, default_value_t = 0.5, value_name = "CORES")]
+    #[arg(long, default_value_t = bounds::PROVIDER_CPU_SHARE, value_name = "CORES")]
     provider_cpu_share: f64,
     /// Reconciles each controller runs at once (as upstream's
     /// --machinepool-concurrency); more wait in its queue.
-    #[arg(long, default_value_t = 16, value_name = "N",
+    #[arg(long, default_value_t = bounds::CONCURRENCY, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
     /// How long one pull of a ProviderModule's OCI image may take, its
@@ -266,7 +269,7 @@ fn runtime_settings(args: &Args) -> RuntimeSettings {
         guest_memory_budget_bytes: args.guest_memory_budget_mib.map(|mib| (mib as usize) << 20),
         max_calls_per_provider: args
             .max_calls_per_provider
-            .unwrap_or((u32::from(args.concurrency) / 4).max(1)),
+            .unwrap_or(bounds::calls_per_provider(args.concurrency)),
         provider_cpu_share: args.provider_cpu_share,
         cache: args.cache_dir.as_deref().map(PrecompiledCache::new),
         ..RuntimeSettings::default()

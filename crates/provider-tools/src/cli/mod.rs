@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::report::error_chain;
 use crate::wasm::{
     self, Capabilities, Limits, LoadedProvider, ObjectKind, PrecompiledCache, ProviderSource,
-    ProviderSpec, Runtime,
+    ProviderSpec, Runtime, bounds,
 };
 
 use crate::Exit;
@@ -215,13 +215,19 @@ impl SandboxArgs {
 #[derive(Debug, clap::Args)]
 struct LimitArgs {
     /// Linear memory the component may grow to, in MiB (the operator's default).
-    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "MIB", default_value_t = bounds::MEMORY_MIB,
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(bounds::MEMORY_MIB_MIN)..=i64::from(bounds::MEMORY_MIB_MAX)))]
     memory_mib: u32,
     /// Wall-clock time one call may take, in milliseconds (the operator's default).
-    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    #[arg(long, value_name = "MS", default_value_t = u64::from(bounds::TIMEOUT_MILLIS),
+          value_parser = clap::value_parser!(u64).range(
+              u64::from(bounds::TIMEOUT_MILLIS_MIN)..=u64::from(bounds::TIMEOUT_MILLIS_MAX)))]
     timeout_ms: u64,
     /// Size of what one call may return, in KiB (the operator's default).
-    #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    #[arg(long, value_name = "KIB", default_value_t = bounds::MAX_OUTPUT_KIB,
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(bounds::MAX_OUTPUT_KIB_MIN)..=i64::from(bounds::MAX_OUTPUT_KIB_MAX)))]
     max_output_kib: u32,
 }
 
@@ -229,9 +235,9 @@ impl LimitArgs {
     /// The operator's defaults.
     fn defaults() -> Self {
         Self {
-            memory_mib: 64,
-            timeout_ms: 10_000,
-            max_output_kib: 1024,
+            memory_mib: bounds::MEMORY_MIB,
+            timeout_ms: u64::from(bounds::TIMEOUT_MILLIS),
+            max_output_kib: bounds::MAX_OUTPUT_KIB,
         }
     }
 

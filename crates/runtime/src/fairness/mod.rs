@@ -7,11 +7,11 @@
 //! others:
 //!
 //! - **concurrency**: at most `per_provider` of its calls run at once, and
-//!   at most [`per_tenant`] of them about one tenant's objects, so that
-//!   another tenant's call always finds a turn left; the rest wait their
-//!   turn (within the runtime's patience, and not at all when every turn of
-//!   their tenant has been held longer than that), so one backlog never
-//!   holds every instance slot;
+//!   at most [`turns_per_tenant`] of them about one tenant's objects, so
+//!   that another tenant's call always finds a turn left; the rest wait
+//!   their turn (within the runtime's patience, and not at all when every
+//!   turn of their tenant has been held longer than that), so one backlog
+//!   never holds every instance slot;
 //! - **CPU**: at each epoch tick (10 ms) a call reaches, what it computed
 //!   since the last one (its time less what it spent in host calls, such as
 //!   waiting for an HTTP response) is taken from its provider's bucket,
@@ -19,12 +19,13 @@
 //!   an empty bucket makes the call wait there until it refills. A call
 //!   that ends within its first tick never touches it;
 //! - **throttle**: a tenant whose calls of a provider run into their
-//!   deadline [`THROTTLE_AFTER`] times in a row has those calls refused at
-//!   once for a period that starts at [`FIRST_THROTTLE`] and doubles (up to
-//!   [`MAX_THROTTLE`]) while it goes on; an answer ends it. Its objects back
-//!   off for that period, the other tenants' calls are made, and the
-//!   ProviderModule says which namespaces are throttled. A new version
-//!   starts unthrottled.
+//!   deadline [`THROTTLE_AFTER`](crate::bounds::THROTTLE_AFTER) times in a
+//!   row has those calls refused at once for a period that starts at
+//!   [`FIRST_THROTTLE`](crate::bounds::FIRST_THROTTLE) and doubles (up to
+//!   [`MAX_THROTTLE`](crate::bounds::MAX_THROTTLE)) while it goes on; an
+//!   answer ends it. Its objects back off for that period, the other
+//!   tenants' calls are made, and the ProviderModule says which namespaces
+//!   are throttled. A new version starts unthrottled.
 //!
 //! Calls about no object (`info`, `config-schema`, loading checks,
 //! `provider-ids.*`) are the tenant of the empty name.
@@ -38,30 +39,20 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit, broadcast};
 
 use crate::CallError;
+use crate::bounds::{CPU_BURST, turns_per_tenant};
 use crate::error::Whose;
 use crate::metrics::Metrics;
 
 mod throttle;
 
-pub use throttle::THROTTLE_AFTER;
 use throttle::Throttle;
 pub(crate) use throttle::{Ended, ended};
 
-/// CPU a provider may compute in a burst beyond its share.
-pub const CPU_BURST: Duration = Duration::from_secs(2);
 /// Throttle changes kept for a slow listener.
 const CHANGES_KEPT: usize = 256;
 /// Tenants a provider keeps before it drops those it no longer needs
 /// (neither calling nor throttled); then twice as many as it kept.
 const TENANTS_BEFORE_PRUNING: usize = 64;
-
-/// The turns one tenant may hold of a provider's `turns`: half, rounded
-/// up, so that whatever one tenant's calls do, the others have the rest.
-/// With one turn there is nothing to share: whoever holds it holds the
-/// provider.
-pub(crate) fn per_tenant(turns: usize) -> usize {
-    turns.div_ceil(2).max(1)
-}
 
 /// A tenant's throttle of a provider, as its ProviderModule shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,7 +153,7 @@ impl Fairness {
             .or_insert_with(|| {
                 Arc::new(Share {
                     permits: Semaphore::new(self.per_provider),
-                    per_tenant: per_tenant(self.per_provider),
+                    per_tenant: turns_per_tenant(self.per_provider),
                     cores: self.cpu_share,
                     bucket: Mutex::new(Bucket {
                         seconds: CPU_BURST.as_secs_f64(),
@@ -369,8 +360,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::throttle::FIRST_THROTTLE;
     use super::*;
+    use crate::bounds::{FIRST_THROTTLE, THROTTLE_AFTER};
 
     fn share(turns: u32) -> Arc<Share> {
         Fairness::new(turns, 0.5, None).share(&Arc::from("p"))
@@ -396,13 +387,6 @@ mod tests {
         assert_eq!(throttle.until, Some(later + FIRST_THROTTLE * 2));
         assert!(!throttle.record("v1", Ended::Answered, later));
         assert_eq!((throttle.deadlines, throttle.until), (0, None));
-    }
-
-    #[test]
-    fn a_tenant_holds_at_most_half_the_turns_rounded_up() {
-        let halves: Vec<usize> = (1..=5).map(per_tenant).collect();
-        // With one turn there is nothing to share.
-        assert_eq!(halves, [1, 1, 2, 2, 3]);
     }
 
     #[test]

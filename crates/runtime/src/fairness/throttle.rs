@@ -5,13 +5,8 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::CallError;
+use crate::bounds::{FIRST_THROTTLE, MAX_THROTTLE, THROTTLE_AFTER};
 
-/// Deadlines in a row that throttle a tenant's calls of a provider.
-pub const THROTTLE_AFTER: u32 = 3;
-/// How long the first throttle lasts.
-pub const FIRST_THROTTLE: Duration = Duration::from_secs(30);
-/// The longest a throttle lasts.
-pub const MAX_THROTTLE: Duration = Duration::from_secs(300);
 /// How a call ended, for the throttle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {

@@ -21,12 +21,10 @@ use http_body_util::BodyExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::super::bounds::MAX_HTTP_PHASE_TIMEOUT;
 use super::super::limits::{Capabilities, HttpLimits};
 use super::super::metrics::Metrics;
 use super::auth::{self, HostAuth, Keys};
-
-/// No single HTTP phase may take longer, whatever the guest asks for.
-const MAX_PHASE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the outgoing HTTP of one provider shares across its calls.
 pub(crate) struct Egress {
@@ -251,7 +249,7 @@ impl WasiHttpHooks for EgressPolicy {
         let count_response = counter("response_body");
         let shared = self.shared_pools();
         Box::new(async move {
-            let wait = options.connect_timeout.unwrap_or(MAX_PHASE_TIMEOUT);
+            let wait = options.connect_timeout.unwrap_or(MAX_HTTP_PHASE_TIMEOUT);
             let permits = shared_slots(shared, wait).await.map_err(|limit| {
                 tally.refused(limit);
                 Error::ConnectionLimitReached
@@ -359,9 +357,9 @@ impl Cap {
     }
 }
 
-/// The guest's timeouts, none over [`MAX_PHASE_TIMEOUT`] or the call's deadline.
+/// The guest's timeouts, none over [`MAX_HTTP_PHASE_TIMEOUT`] or the call's deadline.
 fn bounded(options: RequestOptions, deadline: Duration) -> RequestOptions {
-    let most = MAX_PHASE_TIMEOUT.min(deadline);
+    let most = MAX_HTTP_PHASE_TIMEOUT.min(deadline);
     let cap = |t: Option<Duration>| Some(t.map_or(most, |t| t.min(most)));
     RequestOptions {
         connect_timeout: cap(options.connect_timeout),

@@ -2,11 +2,11 @@
 //! attributed to the provider and bounded per call.
 
 use super::super::bindings::log::{Host, Level};
+use super::super::bounds::{
+    MAX_LOG_FIELDS, MAX_LOG_KEY_BYTES, MAX_LOG_MESSAGE_BYTES, MAX_LOG_VALUE_BYTES,
+};
 use super::super::state::CallState;
-use super::super::text::{self, MAX_LOG_KEY_BYTES, MAX_LOG_MESSAGE_BYTES, MAX_LOG_VALUE_BYTES};
-
-/// Fields of one line; later ones are dropped.
-const MAX_FIELDS: usize = 16;
+use super::super::text;
 
 impl Host for CallState {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
@@ -36,7 +36,7 @@ impl Host for CallState {
         let message = text::clean(&message, MAX_LOG_MESSAGE_BYTES);
         let fields: Vec<String> = fields
             .iter()
-            .take(MAX_FIELDS)
+            .take(MAX_LOG_FIELDS)
             .map(|(k, v)| {
                 format!(
                     "{}={}",
