@@ -33,10 +33,12 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, SemaphorePermit, broadcast};
+// The runtime's clock, so that tests can pause it.
+use tokio::time::Instant;
 
 use crate::CallError;
 use crate::bounds::{CPU_BURST, turns_per_tenant};
@@ -403,7 +405,7 @@ mod tests {
         assert!(share.try_turn(&share.tenant("c")).is_some());
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_tenant_waiting_for_a_turn_gets_one_only_within_its_part() {
         let share = share(2);
         let (a, b) = (share.tenant("a"), share.tenant("b"));
@@ -419,7 +421,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn turns_are_held_past_the_patience_only_once_the_last_taken_is_that_old() {
         let patience = Duration::from_millis(20);
         let share = share(4);
@@ -435,7 +437,7 @@ mod tests {
         assert!(tenant.held_past(patience));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn turns_held_past_the_patience_refuse_only_their_own_tenant() {
         let patience = Duration::from_millis(20);
         let share = share(4);
@@ -478,7 +480,7 @@ mod tests {
         assert_eq!(namespaces, ["a"]);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_throttle_s_refusals_read_the_same_while_it_holds() {
         let share = share(4);
         let tenant = share.tenant("a");
@@ -539,19 +541,22 @@ mod tests {
         drop(calling);
     }
 
-    #[test]
-    fn computing_past_the_burst_waits_for_the_share() {
+    // Paused: no time passes between spends, so nothing refills.
+    #[tokio::test(start_paused = true)]
+    async fn computing_past_the_burst_waits_for_the_share() {
         let share = share(4);
         let tick = Duration::from_millis(10);
-        let burst = CPU_BURST.as_millis() / tick.as_millis();
-        for _ in 0..burst {
-            assert_eq!(share.spend(tick), Duration::ZERO);
-        }
+        let about = |wait: Duration, expected: Duration| {
+            assert!(
+                wait.abs_diff(expected) < Duration::from_micros(1),
+                "{wait:?}"
+            );
+        };
+        assert_eq!(share.spend(CPU_BURST), Duration::ZERO, "the burst is free");
         // Half a core: a tick (10 ms) of computing every 20 ms.
-        let wait = share.spend(tick);
-        assert!(
-            wait > Duration::from_millis(15) && wait <= Duration::from_millis(20),
-            "{wait:?}"
-        );
+        about(share.spend(tick), tick * 2);
+        // Waited out, the bucket is even again: the next tick waits as long.
+        tokio::time::advance(tick * 2).await;
+        about(share.spend(tick), tick * 2);
     }
 }

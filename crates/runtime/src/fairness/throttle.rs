@@ -2,7 +2,9 @@
 //! start it, each new one while it goes on doubles it, an answer or a new
 //! version ends it.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use crate::CallError;
 use crate::bounds::{FIRST_THROTTLE, MAX_THROTTLE, THROTTLE_AFTER};
