@@ -16,10 +16,9 @@ use tokio::sync::{Semaphore, watch};
 use crate::wasm::LoadedProvider;
 use crate::wasm::schema::{ConfigSchema, Mismatch};
 
-/// How long a reconcile waits for one config check.
-pub const CHECK_BUDGET: Duration = Duration::from_secs(1);
-/// Bytes of one `spec.config`, as JSON; larger data belongs in Secrets.
-pub const MAX_CONFIG_BYTES: usize = 128 * 1024;
+pub use crate::wasm::bounds::{
+    CONFIG_CHECK_BUDGET as CHECK_BUDGET, CONFIG_MAX_BYTES as MAX_CONFIG_BYTES,
+};
 /// Verdicts kept before the finished ones are dropped.
 const MAX_VERDICTS: usize = 4096;
 

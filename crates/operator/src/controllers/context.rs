@@ -67,7 +67,7 @@ impl Default for Settings {
             backoff_max: Duration::from_secs(300),
             debounce: Duration::from_millis(100),
             core_debounce: Duration::from_millis(500),
-            concurrency: 16,
+            concurrency: crate::wasm::bounds::CONCURRENCY,
             instance: None,
             credentials_namespace: None,
             oci: crate::oci::Puller::default(),
