@@ -113,12 +113,10 @@ fn guest_calls(metrics: &str, provider: &str, outcome: &str) -> u64 {
 
 /// `capwasm_reconcile_total` of `controller` in `metrics`.
 fn reconciles(metrics: &str, controller: &str) -> u64 {
-    let series = format!("capwasm_reconcile_total{{controller=\"{controller}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&series))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    testenv::operator::sample(
+        metrics,
+        &format!("capwasm_reconcile_total{{controller=\"{controller}\"}}"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,12 +180,10 @@ fn closed(connections: &[TcpStream]) -> usize {
 
 /// The value of `capwasm_webhook_refused_total{reason="<reason>"}`, or 0.
 fn refusals(metrics: &str, reason: &str) -> u64 {
-    let series = format!("capwasm_webhook_refused_total{{reason=\"{reason}\"}} ");
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0)
+    testenv::operator::sample(
+        metrics,
+        &format!("capwasm_webhook_refused_total{{reason=\"{reason}\"}}"),
+    )
 }
 
 /// `bytes` in MiB, to a tenth.

@@ -336,3 +336,14 @@ impl OperatorProcess {
         (status, sent.elapsed())
     }
 }
+
+/// The value of the one series `series` (its name and labels as exposed,
+/// `name{label="value"}`) in a `/metrics` text, or 0 while it has none.
+pub fn sample(metrics: &str, series: &str) -> u64 {
+    let prefix = format!("{series} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}
