@@ -370,3 +370,55 @@ async fn the_readme_manifests_are_accepted_as_written() {
         assert!(applied.is_ok(), "{} {name}: {applied:?}", types.kind);
     }
 }
+
+/// Every kind capwasm serves has a short name, and no other resource the API
+/// server serves takes it (`kubectl get pc` listed PriorityClasses): read
+/// from the server's own discovery, built-in kinds included.
+#[tokio::test]
+async fn every_kind_has_a_short_name_no_other_resource_takes() {
+    let env = TestEnv::shared().await.unwrap();
+    let client = env.management().client().unwrap();
+    let mut lists = Vec::new();
+    for version in client.list_core_api_versions().await.unwrap().versions {
+        lists.push(client.list_core_api_resources(&version).await.unwrap());
+    }
+    for group in client.list_api_groups().await.unwrap().groups {
+        for version in group.versions {
+            lists.push(
+                client
+                    .list_api_group_resources(&version.group_version)
+                    .await
+                    .unwrap(),
+            );
+        }
+    }
+    // Short name → the resources (plural.group) that take it, one entry
+    // per resource whatever its versions.
+    let mut taken: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for list in &lists {
+        let group = list.group_version.rsplit_once('/').map_or("", |(g, _)| g);
+        for resource in &list.resources {
+            for short in resource.short_names.iter().flatten() {
+                taken
+                    .entry(short.clone())
+                    .or_default()
+                    .insert(format!("{}.{group}", resource.name));
+            }
+        }
+    }
+    let crds = capwasm::api::crds::published().unwrap();
+    for crd in &crds {
+        let name = format!("{}.{}", crd.spec.names.plural, crd.spec.group);
+        let shorts = crd.spec.names.short_names.clone().unwrap_or_default();
+        assert!(!shorts.is_empty(), "{name} has no short name");
+        for short in shorts {
+            let takers = taken.get(&short).cloned().unwrap_or_default();
+            assert!(
+                takers.contains(&name),
+                "{name}'s short name {short} is not served: {takers:?}"
+            );
+            assert_eq!(takers.len(), 1, "short name {short} is taken by {takers:?}");
+        }
+    }
+}

@@ -22,7 +22,14 @@ async fn run_serves_health_and_metrics_holds_the_lease_and_releases_it_on_sigter
     let mut operator = OperatorProcess::start(env.management(), &ns, "replica-1", &[]).await;
 
     assert_eq!(operator.get("/healthz").await.0, 200);
-    assert_eq!(operator.get("/readyz").await.0, 200);
+    operator.ready().await;
+    let (status, text) = operator.get("/readyz").await;
+    assert_eq!(status, 200);
+    // The leader's caches, and the webhook every replica serves.
+    assert!(
+        text.contains("[+]caches ok") && text.contains("[+]webhook ok"),
+        "{text}"
+    );
     // Something to reconcile, so that the reconcile figures have a series.
     let client = env.management().client().unwrap();
     let modules: Api<ProviderModule> = Api::all(client.clone());

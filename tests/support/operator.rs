@@ -175,6 +175,10 @@ impl OperatorProcess {
             .map(std::path::PathBuf::from);
         let given_cache = given.is_some();
         let cache_dir = given.unwrap_or_else(|| dir.path().join("cache"));
+        // A webhook port of its own, unless the caller chose one: replicas
+        // started side by side would otherwise all want the default.
+        let webhook = (!args.iter().any(|a| a.starts_with("--webhook-bind-address")))
+            .then(|| format!("--webhook-bind-address={}", free_address()));
         let mut child = Command::new(binary())
             .args(["run", "--kubeconfig"])
             .arg(&kubeconfig)
@@ -182,6 +186,7 @@ impl OperatorProcess {
             .args(["--leader-election-namespace", namespace])
             .args(["--instance", instance])
             .args((!given_cache).then(|| format!("--cache-dir={}", cache_dir.display())))
+            .args(webhook)
             .args(args)
             .env("RUST_LOG", launch.log)
             .stderr(Stdio::piped())
@@ -258,6 +263,29 @@ impl OperatorProcess {
         probe::get(&self.address, path)
             .await
             .expect("the metrics endpoint accepts")
+    }
+
+    /// Waits (at most 60 s) until `/readyz` answers 200, and returns what
+    /// it answered before that (empty when it was ready at once).
+    ///
+    /// # Panics
+    ///
+    /// If it is not ready within 60 s.
+    pub async fn ready(&self) -> Vec<(u16, String)> {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut before = Vec::new();
+        loop {
+            let answer = self.get("/readyz").await;
+            if answer.0 == 200 {
+                return before;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "not ready within 60 s: {answer:?}"
+            );
+            before.push(answer);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// The process's id.

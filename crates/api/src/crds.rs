@@ -8,8 +8,8 @@
 
 use k8s_openapi::ByteString;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
-    WebhookConversion,
+    CustomResourceConversion, CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray,
+    JSONSchemaPropsOrBool, ServiceReference, WebhookClientConfig, WebhookConversion,
 };
 use kube::CustomResourceExt;
 use kube::core::crd::{MergeError, merge_crds};
@@ -165,7 +165,7 @@ pub fn published() -> Result<Vec<CustomResourceDefinition>, MergeError> {
 
 /// Every CRD capwasm serves, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![
+    let mut crds = vec![
         Cluster::crd(),
         MachinePool::crd(),
         WasmBootstrapConfig::crd(),
@@ -174,7 +174,63 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ProviderModule::crd(),
         PlatformCluster::crd(),
         ClusterTemplate::crd(),
-    ]
+    ];
+    for crd in &mut crds {
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
+                signed(schema);
+            }
+        }
+    }
+    crds
+}
+
+/// `schema` with the unsigned integer formats schemars writes for Rust's
+/// `u8`..`u64` (`uint32`, say) replaced by the signed ones the API server
+/// knows, their range kept as `minimum` and `maximum`: it warns on every
+/// apply of a CRD with a format it does not know.
+fn signed(schema: &mut JSONSchemaProps) {
+    let range = match schema.format.as_deref() {
+        Some("uint8") => Some(("int32", u64::from(u8::MAX))),
+        Some("uint16") => Some(("int32", u64::from(u16::MAX))),
+        Some("uint32") => Some(("int64", u64::from(u32::MAX))),
+        Some("uint64" | "uint") => Some(("int64", i64::MAX.unsigned_abs())),
+        _ => None,
+    };
+    if let Some((format, max)) = range {
+        schema.format = Some(format.to_owned());
+        schema.minimum = Some(schema.minimum.map_or(0.0, |m| m.max(0.0)));
+        #[allow(clippy::cast_precision_loss)] // CRD bounds are JSON numbers
+        let max = max as f64;
+        schema.maximum = Some(schema.maximum.map_or(max, |m| m.min(max)));
+    }
+    let children = schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(
+            schema
+                .additional_properties
+                .iter_mut()
+                .filter_map(|a| match a {
+                    JSONSchemaPropsOrBool::Schema(s) => Some(&mut **s),
+                    JSONSchemaPropsOrBool::Bool(_) => None,
+                }),
+        )
+        .chain(schema.items.iter_mut().flat_map(|items| match items {
+            JSONSchemaPropsOrArray::Schema(s) => std::slice::from_mut(&mut **s),
+            JSONSchemaPropsOrArray::Schemas(all) => all.as_mut_slice(),
+        }))
+        .chain(schema.all_of.iter_mut().flatten())
+        .chain(schema.any_of.iter_mut().flatten())
+        .chain(schema.one_of.iter_mut().flatten());
+    for child in children {
+        signed(child);
+    }
 }
 
 /// One CRD as the YAML file `crds/<group>_<plural>.yaml` holds: the file
@@ -232,6 +288,54 @@ mod tests {
                     crd.spec.names.kind.to_lowercase() + "s",
                     crd.spec.group
                 )
+            );
+        }
+    }
+
+    /// Every integer field of every CRD in `schema`, as (path, format, maximum).
+    fn integers(
+        path: &str,
+        schema: &JSONSchemaProps,
+        found: &mut Vec<(String, Option<String>, Option<f64>)>,
+    ) {
+        if schema.type_.as_deref() == Some("integer") {
+            found.push((path.to_owned(), schema.format.clone(), schema.maximum));
+        }
+        for (name, child) in schema.properties.iter().flatten() {
+            integers(&format!("{path}.{name}"), child, found);
+        }
+        if let Some(JSONSchemaPropsOrBool::Schema(child)) = &schema.additional_properties {
+            integers(&format!("{path}.*"), child, found);
+        }
+        if let Some(JSONSchemaPropsOrArray::Schema(child)) = &schema.items {
+            integers(&format!("{path}[]"), child, found);
+        }
+    }
+
+    #[test]
+    fn integers_have_formats_the_api_server_knows_and_a_maximum() {
+        let mut found = Vec::new();
+        for crd in published().unwrap() {
+            for version in &crd.spec.versions {
+                let schema = version
+                    .schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref());
+                let path = format!("{}/{}", crd.spec.names.kind, version.name);
+                integers(&path, schema.unwrap(), &mut found);
+            }
+        }
+        assert!(found.len() > 20, "{found:?}");
+        for (path, format, maximum) in &found {
+            assert!(
+                matches!(format.as_deref(), Some("int32" | "int64")),
+                "{path}: format {format:?}"
+            );
+            // int32 is bounded by its format; a wider one a spec holds
+            // needs its own.
+            assert!(
+                !path.contains(".spec.") || format.as_deref() == Some("int32") || maximum.is_some(),
+                "{path}: no maximum"
             );
         }
     }

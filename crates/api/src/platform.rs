@@ -72,7 +72,7 @@ pub mod phase {
     doc = "A cluster composed from a ClusterTemplate by its platform provider.",
     namespaced,
     plural = "platformclusters",
-    shortname = "pc",
+    shortname = "plc",
     category = "capwasm",
     status = "PlatformClusterStatus",
     printcolumn(

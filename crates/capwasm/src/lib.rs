@@ -23,7 +23,7 @@ pub mod testing;
 
 pub use capwasm_api as api;
 pub use capwasm_oci as oci;
-pub use capwasm_operator::{controllers, leader, operator, phases, webhook, workload};
+pub use capwasm_operator::{controllers, leader, operator, phases, readiness, webhook, workload};
 pub use capwasm_provider_tools::{conformance, infrastructure_scenarios};
 pub use capwasm_runtime as wasm;
 pub use capwasm_runtime::report;

@@ -11,6 +11,7 @@ pub mod controllers;
 pub mod leader;
 pub mod operator;
 pub mod platform;
+pub mod readiness;
 pub mod webhook;
 pub mod workload;
 

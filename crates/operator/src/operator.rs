@@ -7,6 +7,7 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 
 use crate::controllers::{self, Caches, Context, Controllers, Parts, Triggers};
+use crate::readiness::Readiness;
 use crate::wasm::{self, Runtime, RuntimeSettings};
 use crate::workload::{self, NodeEvent, WorkloadClusters};
 
@@ -52,6 +53,7 @@ pub struct Operator {
     node_events: Box<dyn futures::Stream<Item = NodeEvent> + Send + Unpin>,
     registry: Arc<Registry>,
     controllers: Controllers,
+    readiness: Readiness,
 }
 
 impl Operator {
@@ -92,12 +94,19 @@ impl Operator {
             node_events: Box::new(Box::pin(node_events)),
             registry: Arc::new(registry),
             controllers: config.controllers,
+            readiness: Readiness::default(),
         })
     }
 
     /// The context the controllers share (its runtime, metrics, clients).
     pub fn context(&self) -> &Arc<Context> {
         &self.context
+    }
+
+    /// What `/readyz` answers: the caches once [`Operator::run`] runs, and
+    /// whatever else the process registers (its webhook).
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.clone()
     }
 
     /// Every metric, for a `/metrics` endpoint.
@@ -109,6 +118,7 @@ impl Operator {
     /// flight then are abandoned, so that the reconciles waiting on them end
     /// at once.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let filled = self.readiness.check("caches");
         let runtime = self.context.runtime.clone();
         let shutdown = async move {
             shutdown.await;
@@ -119,6 +129,7 @@ impl Operator {
             self.triggers,
             self.node_events,
             self.controllers,
+            filled,
             shutdown,
         )
         .await;

@@ -21,6 +21,7 @@ use crate::controllers::{Controllers, Settings};
 use crate::leader::{self, Election};
 use crate::oci::Puller;
 use crate::operator::{Config, Operator};
+use crate::readiness::Readiness;
 use crate::wasm::{PrecompiledCache, RuntimeSettings, bounds};
 use crate::webhook;
 
@@ -194,6 +195,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             webhook_settings(args, &namespace),
             operator.context().metrics.clone(),
             operator.context().runtime.clone(),
+            operator.readiness().check("webhook"),
         ))
     });
     let listener = tokio::net::TcpListener::bind(args.metrics_bind_address)
@@ -204,7 +206,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
                 args.metrics_bind_address
             )
         })?;
-    let app = router(operator.registry());
+    let app = router(operator.registry(), operator.readiness());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     tracing::info!(
         controllers = ?args.controllers,
@@ -347,14 +349,24 @@ async fn check_api_server(client: &Client) -> anyhow::Result<()> {
     }
 }
 
-/// `/readyz` answers as soon as the server does: the operator is built
-/// before it listens, and followers are ready too (readiness is about
-/// serving, not leading).
-fn router(registry: Arc<Registry>) -> Router {
+/// `/healthz` answers as soon as the server does (liveness stays cheap);
+/// `/readyz` once every readiness check holds: the webhook serving, on
+/// every replica, and the caches filled, on the one reconciling.
+fn router(registry: Arc<Registry>, readiness: Readiness) -> Router {
     Router::new()
         .route("/metrics", get(metrics).with_state(registry))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz).with_state(readiness))
+}
+
+async fn readyz(State(readiness): State<Readiness>) -> impl IntoResponse {
+    let (ready, text) = readiness.report();
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, [(header::CONTENT_TYPE, "text/plain")], text)
 }
 
 async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {

@@ -56,12 +56,13 @@ pub enum Controllers {
 /// Runs the chosen controllers until `shutdown` completes and every one of
 /// them has finished its reconciles in flight. The caches are filled first:
 /// no reconcile takes "not in the cache" for "does not exist" before the
-/// first list of every kind is in.
+/// first list of every kind is in; then `filled` holds.
 pub async fn run(
     ctx: Arc<Context>,
     triggers: Triggers,
     nodes: impl futures::Stream<Item = crate::workload::NodeEvent> + Send + 'static,
     which: Controllers,
+    filled: crate::readiness::Check,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let core = which == Controllers::All;
@@ -96,6 +97,7 @@ pub async fn run(
             () = shutdown.clone() => return,
         }
         tracing::debug!("caches filled; reconciling");
+        filled.ready();
         controllers.await;
     };
     tokio::select! {

@@ -100,12 +100,14 @@ pub enum Error {
 /// runs on with v1beta2 (and the controller's judgement of template
 /// changes) while the webhook cannot be served. `metrics` count the CRD
 /// watch's failures and what the server refuses; `runtime` holds the
-/// platform providers admission asks.
+/// platform providers admission asks; `serving` holds once the server
+/// serves, its CRD cache filled.
 pub async fn run(
     client: kube::Client,
     settings: Settings,
     metrics: crate::controllers::Metrics,
     runtime: crate::wasm::Runtime,
+    serving: crate::readiness::Check,
 ) {
     let cert = loop {
         match certs::ensure(&client, &settings).await {
@@ -133,6 +135,7 @@ pub async fn run(
         }
     };
     tracing::info!(address = %server.address(), "serving the conversion webhook");
+    serving.ready();
     let serving = tokio::spawn(server.serve());
     while let Err(error) = point_crds_at(&client, &settings.endpoint, &cert.ca_pem).await {
         not_serving(&error).await;
