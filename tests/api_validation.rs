@@ -407,7 +407,7 @@ async fn every_kind_has_a_short_name_no_other_resource_takes() {
             }
         }
     }
-    let crds = capwasm::api::crds::published().unwrap();
+    let crds = capwasm::api::published_crds().unwrap();
     for crd in &crds {
         let name = format!("{}.{}", crd.spec.names.plural, crd.spec.group);
         let shorts = crd.spec.names.short_names.clone().unwrap_or_default();
