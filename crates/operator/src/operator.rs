@@ -64,15 +64,14 @@ impl Operator {
         let mut registry = Registry::default();
         let guest_metrics = wasm::Metrics::register(&mut registry);
         let metrics = controllers::Metrics::register(&mut registry);
-        let requests = metrics.requests.clone();
+        let host = kube
+            .cluster_url
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_default();
         let client = kube::client::ClientBuilder::try_from(kube)
             .map_err(Error::Client)?
-            .with_layer(&tower::util::MapRequestLayer::new(
-                move |request: http::Request<kube::client::Body>| {
-                    requests.count(&request);
-                    request
-                },
-            ))
+            .with_layer(&metrics.requests.layer(&host))
             .build();
         let runtime = Runtime::new(config.runtime, Some(guest_metrics))?;
         let caches = Arc::new(Caches::new(&client, config.settings.shard));

@@ -217,10 +217,13 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     );
     let result = if args.leader_elect {
         let election = Election::of_shard(namespace, identity(args), shard);
+        let metrics = operator.context().metrics.clone();
+        metrics.leader(&election.lease, false);
         let mut leadership = tokio::select! {
             leadership = leader::acquire(election_client, &election) => leadership?,
             () = shutdown_signal() => return Ok(()),
         };
+        metrics.leader(&election.lease, true);
         let lost = tokio::select! {
             () = operator.run(shutdown_signal()) => false,
             () = leadership.lost() => true,
@@ -233,6 +236,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             ))
         } else {
             leadership.release().await;
+            metrics.leader(&election.lease, false);
             Ok(())
         }
     } else {

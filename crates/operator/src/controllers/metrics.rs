@@ -1,6 +1,12 @@
 //! Reconcile figures for Prometheus: runs, durations, failures and API
 //! writes, by controller, every request to the API server, and what the
-//! webhook refused. Labels come from closed sets.
+//! webhook refused. Labels come from closed sets. Beside capwasm's own
+//! series, the ones controller-runtime operators export ([`upstream`],
+//! [`process`]), under their names, for the dashboards and alerts
+//! written for those.
+
+mod process;
+mod upstream;
 
 use std::time::Instant;
 
@@ -11,6 +17,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::requests::ApiRequests;
+
+pub use upstream::ReconcileResult;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -51,6 +59,7 @@ pub struct Metrics {
     webhook_refusals: Family<RefusalLabels, Counter>,
     /// Every request to the management API server.
     pub requests: ApiRequests,
+    upstream: upstream::Upstream,
 }
 
 impl Default for Metrics {
@@ -62,6 +71,7 @@ impl Default for Metrics {
             watch_errors: Family::default(),
             webhook_refusals: Family::default(),
             requests: ApiRequests::default(),
+            upstream: upstream::Upstream::default(),
             // 1 ms to ~30 s.
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1e-3, 3.0, 10))
@@ -73,7 +83,9 @@ impl Default for Metrics {
 impl Metrics {
     /// Creates the families and registers them under `capwasm_reconcile_*`,
     /// `capwasm_watch_errors`, `capwasm_api_requests`, `capwasm_api_writes`
-    /// and `capwasm_webhook_refused`.
+    /// and `capwasm_webhook_refused`; and controller-runtime's
+    /// `controller_runtime_*`, `workqueue_*`, `rest_client_requests_total`,
+    /// `leader_election_master_status` and `process_*`.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
         registry.register(
@@ -107,10 +119,25 @@ impl Metrics {
             "Connections and requests the webhook server refused or closed, by reason",
             metrics.webhook_refusals.clone(),
         );
+        metrics.upstream.register(registry);
+        registry.register_collector(Box::new(process::Process));
         metrics
     }
 
-    /// Counts a reconcile of `controller` and times it until the guard drops.
+    /// `controller` runs, with `concurrency` workers: its
+    /// controller-runtime series exist from now on, at 0 (as upstream's do).
+    pub fn controller_started(&self, controller: &'static str, concurrency: u16) {
+        self.upstream.started(controller, concurrency);
+    }
+
+    /// Whether this replica holds the leader Lease `lease`
+    /// (`leader_election_master_status`).
+    pub fn leader(&self, lease: &str, leading: bool) {
+        self.upstream.leader(lease, leading);
+    }
+
+    /// Counts a reconcile of `controller` and times it until the guard
+    /// drops; [`ReconcileTimer::finish`] says how it ended.
     pub fn reconcile(&self, controller: &'static str) -> ReconcileTimer {
         self.reconciles
             .get_or_create(&ControllerLabels { controller })
@@ -121,6 +148,9 @@ impl Metrics {
                 .duration
                 .get_or_create(&ControllerLabels { controller })
                 .clone(),
+            token: self.upstream.begin(controller),
+            upstream: self.upstream.clone(),
+            result: None,
         }
     }
 
@@ -185,14 +215,26 @@ impl Metrics {
     }
 }
 
-/// Observes a reconcile's duration when dropped.
+/// Observes a reconcile's duration, and its result if it has one, when dropped.
 pub struct ReconcileTimer {
     started: Instant,
     histogram: Histogram,
+    token: u64,
+    upstream: upstream::Upstream,
+    result: Option<ReconcileResult>,
+}
+
+impl ReconcileTimer {
+    /// The reconcile ended with `result` (one abandoned at shutdown never does).
+    pub fn finish(mut self, result: ReconcileResult) {
+        self.result = Some(result);
+    }
 }
 
 impl Drop for ReconcileTimer {
     fn drop(&mut self) {
-        self.histogram.observe(self.started.elapsed().as_secs_f64());
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.histogram.observe(seconds);
+        self.upstream.end(self.token, seconds, self.result);
     }
 }

@@ -72,6 +72,20 @@ pub async fn run(
         pools,
         platforms,
     } = triggers;
+    let mut names = vec![
+        providermodule::CONTROLLER,
+        bootstrap::CONTROLLER,
+        infrastructure::CONTROLLER,
+        infrastructure::CONTROLLER_CLUSTER,
+        platform::CONTROLLER,
+    ];
+    if core {
+        names.extend([cluster::CONTROLLER, machinepool::CONTROLLER]);
+    }
+    for name in names {
+        ctx.metrics
+            .controller_started(name, ctx.settings.concurrency);
+    }
     // Subscriptions are taken before the caches run, so that each sees every object once.
     let providers = futures::future::join5(
         providermodule::run(ctx.clone(), shutdown.clone()),

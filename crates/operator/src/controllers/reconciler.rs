@@ -32,8 +32,9 @@ use serde::Serialize;
 use tracing::instrument;
 
 use super::context::Context;
-use super::error::Error;
+use super::error::{Error, Retry};
 use super::finalizer::{self, Required};
+use super::metrics::ReconcileResult;
 use super::outcome::{self, Outcome, Wait};
 use super::shard::{Role, Shard};
 use super::write::{self, Writable};
@@ -237,9 +238,16 @@ impl<K: Reconciler> Scope<K> {
 /// Reconciles `object` of kind `K` (the controller's reconcile function).
 #[instrument(name = "reconcile", skip_all, fields(controller = K::CONTROLLER, object.ref = %ObjectRef::from_obj(&*object)))]
 pub async fn reconcile<K: Reconciler>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile(K::CONTROLLER);
+    let timer = ctx.metrics.reconcile(K::CONTROLLER);
     let uid = object.uid().unwrap_or_default();
-    let action = run(object, &ctx).await?;
+    let result = run(object, &ctx).await;
+    timer.finish(match &result {
+        Ok(action) => ReconcileResult::of(action),
+        Err(error) => ReconcileResult::Error {
+            terminal: error.retry() == Retry::OnChange,
+        },
+    });
+    let action = result?;
     ctx.succeeded(&uid);
     Ok(action)
 }
