@@ -12,7 +12,7 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help demo toolchain controlplane upstream-capi guests lint test bench ec2-bench fleet-bench fault-suite startup-bench
+.PHONY: help demo toolchain controlplane upstream-capi node image guests lint test bench ec2-bench fleet-bench fault-suite startup-bench
 
 help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
@@ -21,6 +21,8 @@ help:
 	@echo "make guests        build the provider components (guests/: Rust for wasm32-wasip2, Python with componentize-py, JS with componentize-js)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make upstream-capi build upstream Cluster API's core manager from its Go module into ~/.cache/capwasm (once)"
+	@echo "make node          the one-node Kubernetes of the tests: kubelet and the rest from Go modules, containerd from Debian (once)"
+	@echo "make image         the operator's OCI image, without Docker: a static binary, reproducible (image/build.sh)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
 	@echo "make ec2-bench     the aws-ec2 provider against moto: size, compile, EC2 requests and time per reconcile"
 	@echo "make fleet-bench   the fleet race, capwasm against upstream core: time to Running, deletion, writes, CPU, memory"
@@ -41,6 +43,12 @@ controlplane:
 
 upstream-capi:
 	@tests/upstream-capi/build.sh --verbose
+
+node:
+	@tests/node/build.sh --verbose
+
+image: toolchain
+	@image/build.sh --archive
 
 guests: toolchain
 	$(GUEST_CARGO) build --release --locked --target-dir $(GUEST_TARGET_DIR)
@@ -66,6 +74,8 @@ test: lint guests
 	  tests/registry/build.sh >/dev/null && \
 	  tests/distribution/build.sh >/dev/null && \
 	  tests/cosign/build.sh >/dev/null && \
+	  tests/node/build.sh >/dev/null && \
+	  image/build.sh --archive >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \

@@ -67,13 +67,9 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 [ "$GOPROXY" = "https://proxy.golang.org,direct" ] && export GOPROXY=https://proxy.golang.org
 
-build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-minor=${k8s_version#v1.}; minor=${minor%%.*}
-stamp=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  stamp+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  stamp+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
-done
+# shellcheck source=stamp.sh
+. "$here/stamp.sh"
+stamp=$(k8s_stamp "$k8s_version")
 
 started=$(date +%s)
 printf 'controlplane: building etcd %s and kube-apiserver %s from Go modules into %s (first time only; log: %s)\n' \

@@ -286,7 +286,7 @@ pub(crate) fn cluster_secret<const N: usize>(
     }
 }
 
-fn kubeconfig(name: &str, url: &str, ca_pem: &str, admin: &certs::Pem) -> Kubeconfig {
+pub(crate) fn kubeconfig(name: &str, url: &str, ca_pem: &str, admin: &certs::Pem) -> Kubeconfig {
     Kubeconfig {
         clusters: vec![NamedCluster {
             name: name.to_owned(),

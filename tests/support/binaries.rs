@@ -60,9 +60,15 @@ impl Binaries {
 /// Runs `script` (under `tests/`), which builds what it must the first time
 /// and prints the directory holding it; its progress goes to stderr.
 pub(crate) fn build_script(script: &str) -> Result<PathBuf> {
+    build_script_with(script, &[])
+}
+
+/// [`build_script`] with arguments.
+pub(crate) fn build_script_with(script: &str, args: &[&str]) -> Result<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let output = Command::new("bash")
         .arg(&script)
+        .args(args)
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| Error::Binaries(format!("cannot run {}: {e}", script.display())))?;

@@ -47,12 +47,19 @@ impl Ca {
     /// A serving certificate for the literal 127.0.0.1 (rustls checks IP
     /// SANs; `localhost` may resolve to ::1) and the name `localhost`.
     pub fn serving(&self) -> Result<Pem> {
+        self.serving_for(&[IpAddr::V4(Ipv4Addr::LOCALHOST)], &["localhost"])
+    }
+
+    /// A serving certificate for these addresses and DNS names.
+    pub fn serving_for(&self, addresses: &[IpAddr], names: &[&str]) -> Result<Pem> {
         let mut params = CertificateParams::default();
-        params.distinguished_name = name("localhost", &[]);
-        params.subject_alt_names = vec![
-            SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-            SanType::DnsName("localhost".try_into()?),
-        ];
+        params.distinguished_name = name(names.first().copied().unwrap_or("localhost"), &[]);
+        params.subject_alt_names = addresses.iter().map(|a| SanType::IpAddress(*a)).collect();
+        for dns in names {
+            params
+                .subject_alt_names
+                .push(SanType::DnsName((*dns).try_into()?));
+        }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.leaf(params)
     }

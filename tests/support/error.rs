@@ -79,4 +79,7 @@ pub enum Error {
     /// A CRD did not become established in time.
     #[error("CRD {0} was not established within the deadline")]
     CrdNotEstablished(String),
+    /// A part of the one-node Kubernetes could not be set up.
+    #[error("node: {0}")]
+    Node(String),
 }

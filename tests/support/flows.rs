@@ -83,11 +83,14 @@ where
         .await?)
 }
 
+const BOOTSTRAP_GUEST: &str = "kubeadm_bootstrap.wasm";
+const INFRASTRUCTURE_GUEST: &str = "sim_infrastructure.wasm";
+
 /// Makes the objects of a test served by the built guests and a simulated
 /// cloud, whichever operator reconciles them.
 #[derive(Clone, Debug)]
 pub struct Objects {
-    /// The cloud's API base URL (`http://127.0.0.1:<port>`).
+    /// The cloud's API base URL (`http://<address>:<port>`).
     pub cloud_endpoint: String,
 }
 
@@ -97,6 +100,18 @@ impl Objects {
     /// registers its instances' Nodes through `nodes` (a workload
     /// cluster's client), and the objects it serves.
     pub async fn start_cloud(nodes: Client) -> Result<(RunningSimCloud, Self)> {
+        Self::start_cloud_on(std::net::Ipv4Addr::LOCALHOST, nodes).await
+    }
+
+    /// The same, listening on `address` (a Pod reaches the host end of a
+    /// node's network, not this machine's loopback).
+    pub async fn start_cloud_on(
+        address: std::net::Ipv4Addr,
+        nodes: Client,
+    ) -> Result<(RunningSimCloud, Self)> {
+        let listener = tokio::net::TcpListener::bind((address, 0))
+            .await
+            .map_err(|e| Error::Cloud(format!("binding {address}: {e}")))?;
         let cloud = SimCloud::new(simcloud::Settings {
             boot_delay: Duration::from_millis(300),
             termination_delay: Duration::from_millis(300),
@@ -104,8 +119,7 @@ impl Objects {
             nodes: Some(nodes),
             ..simcloud::Settings::default()
         })
-        .start_on_loopback()
-        .await
+        .start(listener)
         .map_err(|e| Error::Cloud(capwasm::report::error_chain(&e)))?;
         let objects = Self {
             cloud_endpoint: cloud.endpoint(),
@@ -154,23 +168,67 @@ impl Objects {
     /// Creates ProviderModules `<prefix>-kubeadm` and `<prefix>-sim` from the
     /// built guests and waits until both are in service.
     pub async fn modules(&self, client: &Client, prefix: &str) -> Result<Modules> {
+        self.modules_with(client, prefix, "127.0.0.1", |builder, _| builder)
+            .await
+    }
+
+    /// The same modules read from ConfigMap `<prefix>-providers` in
+    /// `namespace` (an operator in a Pod reads no file of this machine),
+    /// sim-infrastructure allowed to reach `host`.
+    pub async fn modules_from_config_map(
+        &self,
+        client: &Client,
+        prefix: &str,
+        namespace: &str,
+        host: &str,
+    ) -> Result<Modules> {
+        let name = format!("{prefix}-providers");
+        let mut data = std::collections::BTreeMap::new();
+        for file in [BOOTSTRAP_GUEST, INFRASTRUCTURE_GUEST] {
+            let path = guest_path(file);
+            let bytes = std::fs::read(&path).map_err(|source| Error::Io { path, source })?;
+            data.insert(file.to_owned(), ByteString(bytes));
+        }
+        let config_map = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.to_owned()),
+                ..kube::api::ObjectMeta::default()
+            },
+            binary_data: Some(data),
+            ..k8s_openapi::api::core::v1::ConfigMap::default()
+        };
+        create(client, &config_map).await?;
+        self.modules_with(client, prefix, host, |builder, file| {
+            builder.config_map(namespace, &name, file)
+        })
+        .await
+    }
+
+    async fn modules_with(
+        &self,
+        client: &Client,
+        prefix: &str,
+        host: &str,
+        source: impl Fn(ProviderModuleBuilder, &str) -> ProviderModuleBuilder,
+    ) -> Result<Modules> {
         let modules = Modules {
             bootstrap: format!("{prefix}-kubeadm"),
             infrastructure: format!("{prefix}-sim"),
         };
         let api: Api<ProviderModule> = Api::all(client.clone());
-        let bootstrap = ProviderModuleBuilder::file(
-            &modules.bootstrap,
-            World::Bootstrap,
-            &guest_path("kubeadm_bootstrap.wasm").to_string_lossy(),
-        )
-        .build();
-        let infrastructure = ProviderModuleBuilder::file(
+        let file = |name: &str, world: World, guest: &str| {
+            let builder =
+                ProviderModuleBuilder::file(name, world, &guest_path(guest).to_string_lossy());
+            source(builder, guest)
+        };
+        let bootstrap = file(&modules.bootstrap, World::Bootstrap, BOOTSTRAP_GUEST).build();
+        let infrastructure = file(
             &modules.infrastructure,
             World::Infrastructure,
-            &guest_path("sim_infrastructure.wasm").to_string_lossy(),
+            INFRASTRUCTURE_GUEST,
         )
-        .allowed_hosts(&["127.0.0.1"])
+        .allowed_hosts(&[host])
         .build();
         for module in [bootstrap, infrastructure] {
             api.create(&PostParams::default(), &module).await?;

@@ -168,6 +168,35 @@ impl Registry {
         .map(|_| ())
     }
 
+    /// Checks `image`'s signature against `key` as a user would, with
+    /// `cosign verify` (offline: no transparency log).
+    ///
+    /// # Errors
+    ///
+    /// If cosign finds no signature by `key`.
+    pub fn verify(&self, image: &str, key: &KeyPair) -> Result<()> {
+        let public = self.dir.path().join("verify.pub");
+        std::fs::write(&public, &key.public_pem).map_err(|source| Error::Io {
+            path: public.clone(),
+            source,
+        })?;
+        let public = public.display().to_string();
+        self.run(
+            &self.cosign,
+            &[
+                "verify",
+                "--key",
+                &public,
+                "--insecure-ignore-tlog=true",
+                "--allow-http-registry",
+                "--allow-insecure-registry",
+                image,
+            ],
+            None,
+        )
+        .map(|_| ())
+    }
+
     /// Releases `candidate` (an image pushed by digest) as `tag` the way a
     /// publisher should: its digest signed with `key`, and only then `tag`
     /// (a reference or a bare tag) moved to it, so the tag never names an

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Builds capwasm's operator image without Docker or a base image: one static
+# (musl) binary, CA certificates and a passwd entry for the non-root user,
+# packed as an OCI image layout. Prints the layout directory on stdout;
+# progress goes to stderr.
+#
+#   image/build.sh              build (or reuse) the image of the working tree
+#   image/build.sh --archive    also write <layout>.tar, an OCI archive
+#                               `ctr images import` and `crane push` read
+#
+# Reproducible: the same tracked sources, Cargo.lock, Rust toolchain and
+# certifi version give the same image digest on any machine and from any
+# clone, because
+#   - the sources are copied to one fixed directory before building and every
+#     path rustc embeds is remapped (the clone's, Cargo's home), so panic
+#     locations and debug paths do not name the machine;
+#   - the binary is stripped and linked statically (no host libc in it);
+#   - the CA bundle is certifi's, a pinned PyPI release, not the host's;
+#   - every file in the layer has owner 0:0, a fixed mode and the commit's
+#     time as mtime; the tar is sorted by name and gzip writes no timestamp;
+#   - the config's `created` is the commit's time, not the build's.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cache_root=${CAPWASM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capwasm}
+target=x86_64-unknown-linux-musl
+certifi_version=2026.10.19.post1
+user_id=65532
+
+fail() { printf 'image: %s\n' "$*" >&2; exit 1; }
+archive=false
+case "${1:-}" in
+  --archive) archive=true ;;
+  "") ;;
+  *) fail "unknown argument $1 (only --archive)" ;;
+esac
+
+version=$(sed -nE 's/^version = "([^"]+)"/\1/p' "$repo/Cargo.toml" | head -n1)
+[ -n "$version" ] || fail "cannot read the workspace version from Cargo.toml"
+revision=$(git -C "$repo" rev-parse HEAD)
+[ -z "$(git -C "$repo" status --porcelain --untracked-files=no)" ] || revision="$revision-modified"
+epoch=$(git -C "$repo" log -1 --format=%ct)
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.image-build.lock"
+flock 9
+
+# The Rust pieces: the musl target (static linking without host libraries)
+# and musl's C compiler for the crates with C inside (ring, zstd).
+"$repo/tests/apt-install.sh" musl-tools
+if command -v rustup >/dev/null; then
+  rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
+fi
+
+# certifi's bundle, from its pinned wheel.
+certs="$cache_root/certifi-$certifi_version/cacert.pem"
+if [ ! -s "$certs" ]; then
+  printf 'image: fetching certifi %s from PyPI for the CA bundle (first time only)\n' "$certifi_version" >&2
+  wheel_dir=$(mktemp -d)
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$wheel_dir" "certifi==$certifi_version" >&2 || fail "pip could not download certifi $certifi_version"
+  mkdir -p "$(dirname "$certs")"
+  python3 - "$wheel_dir"/certifi-*.whl "$certs" <<'PY' || fail "no cacert.pem in the certifi wheel"
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    data = wheel.read("certifi/cacert.pem")
+with open(sys.argv[2], "wb") as out:
+    out.write(data)
+PY
+  rm -rf "$wheel_dir"
+fi
+
+# The sources at one fixed path: the tracked files as they are in the working
+# tree. tar keeps their mtimes, so an unchanged file does not rebuild.
+src="$cache_root/image/src"
+mkdir -p "$src"
+(cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$src"
+(cd "$repo" && git ls-files | LC_ALL=C sort) >"$cache_root/image/tracked"
+(cd "$src" && find . -type f ! -path './target/*' -printf '%P\n' | LC_ALL=C sort) |
+  LC_ALL=C comm -23 - "$cache_root/image/tracked" | (cd "$src" && xargs -r -d '\n' rm -f --)
+
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+export CARGO_PROFILE_RELEASE_STRIP=symbols
+export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$src=/capwasm --remap-path-prefix=$cargo_home=/cargo"
+started=$(date +%s)
+printf 'image: building capwasm %s for %s (release; the first build takes a while)\n' "$version" "$target" >&2
+(cd "$src" && cargo build --locked --release --target "$target" -p capwasm --bin capwasm) >&2 ||
+  fail "the static build failed (see above)"
+binary="$CARGO_TARGET_DIR/$target/release/capwasm"
+printf 'image: binary built in %ss\n' "$(($(date +%s) - started))" >&2
+
+# The root filesystem of the one layer.
+out="$cache_root/image/capwasm-$version"
+rootfs=$(mktemp -d)
+layout=$(mktemp -d)
+trap 'rm -rf "$rootfs" "$layout"' EXIT
+chmod 0755 "$rootfs"
+install -d -m 0755 "$rootfs/etc/ssl/certs" "$rootfs/tmp"
+chmod 1777 "$rootfs/tmp"
+install -m 0755 "$binary" "$rootfs/capwasm"
+install -m 0644 "$certs" "$rootfs/etc/ssl/certs/ca-certificates.crt"
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%s:%s:nonroot:/home/nonroot:/sbin/nologin\n' "$user_id" "$user_id" >"$rootfs/etc/passwd"
+printf 'root:x:0:\nnonroot:x:%s:\n' "$user_id" >"$rootfs/etc/group"
+chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+
+labels=$(printf '"org.opencontainers.image.revision":"%s","org.opencontainers.image.source":"https://github.com/capwasm/capwasm","org.opencontainers.image.title":"capwasm","org.opencontainers.image.version":"%s"' "$revision" "$version")
+"$here/pack.sh" "$rootfs" "$layout" "ghcr.io/capwasm/capwasm:$version" /capwasm "$user_id" "$epoch" "$labels"
+manifest_digest=$(cat "$layout/digest")
+layer_size=$(du -b "$layout/blobs" | tail -n1 | cut -f1)
+
+rm -rf "$out" "$out.tar"
+mkdir -p "$(dirname "$out")"
+mv "$layout" "$out"
+chmod 0755 "$out"
+if $archive; then
+  tar --create --file "$out.tar" --directory "$out" --sort=name --owner=0 --group=0 --numeric-owner \
+    --mtime="@$epoch" oci-layout index.json blobs
+fi
+printf 'image: ghcr.io/capwasm/capwasm:%s@%s (%s bytes of blobs) in %s\n' \
+  "$version" "$manifest_digest" "$layer_size" "$out" >&2
+printf '%s\n' "$out"

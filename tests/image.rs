@@ -1,0 +1,153 @@
+//! The operator's image as `make image` builds it: reproducible, one static
+//! binary run as a non-root user, CA certificates inside, nothing else;
+//! pushed to a registry and signed with cosign as the providers are.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::Value;
+use testenv::image::OperatorImage;
+use testenv::registry::Registry;
+
+fn blob(layout: &Path, digest: &str) -> Result<Vec<u8>> {
+    let hex = digest.strip_prefix("sha256:").context("a sha256 digest")?;
+    let path = layout.join("blobs/sha256").join(hex);
+    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn json_blob(layout: &Path, digest: &str) -> Result<Value> {
+    Ok(serde_json::from_slice(&blob(layout, digest)?)?)
+}
+
+/// Whether an ELF executable asks for a dynamic loader (has a PT_INTERP
+/// program header).
+fn is_dynamic(elf: &[u8]) -> Result<bool> {
+    let field = |at: usize, len: usize| -> Result<u64> {
+        let bytes = elf.get(at..at + len).context("a truncated ELF header")?;
+        Ok(bytes.iter().rev().fold(0, |n, b| (n << 8) | u64::from(*b)))
+    };
+    if elf.get(..5) != Some(b"\x7fELF\x02") {
+        bail!("not a 64-bit ELF file");
+    }
+    let (offset, size, count) = (field(0x20, 8)?, field(0x36, 2)?, field(0x38, 2)?);
+    for header in 0..count {
+        let at = usize::try_from(offset + header * size)?;
+        if field(at, 4)? == 3 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[tokio::test]
+async fn the_image_is_reproducible_static_non_root_and_signed_in_a_registry() -> Result<()> {
+    let image = OperatorImage::build()?;
+    let again = OperatorImage::build()?;
+    assert_eq!(
+        image.digest, again.digest,
+        "the same source packs to the same digest"
+    );
+
+    let index = serde_json::from_slice::<Value>(&std::fs::read(image.layout.join("index.json"))?)?;
+    assert_eq!(index["manifests"][0]["digest"], image.digest.as_str());
+    let manifest = json_blob(&image.layout, &image.digest)?;
+    let config_digest = manifest["config"]["digest"].as_str().context("a config")?;
+    let config = json_blob(&image.layout, config_digest)?;
+    assert_eq!(config["config"]["User"], "65532:65532", "{config}");
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/capwasm"])
+    );
+    assert_eq!(
+        config["config"]["Labels"]["org.opencontainers.image.version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    let layers = manifest["layers"].as_array().context("layers")?;
+    assert_eq!(layers.len(), 1, "one layer: {manifest}");
+    let layer_digest = layers[0]["digest"].as_str().context("a layer digest")?;
+
+    // What the layer holds, as tar lists it: owner, mode and path.
+    let layer_path = image.layout.join("blobs/sha256").join(
+        layer_digest
+            .strip_prefix("sha256:")
+            .context("a sha256 layer")?,
+    );
+    let listing = Command::new("tar")
+        .args(["--list", "--verbose", "--numeric-owner", "--gzip", "--file"])
+        .arg(&layer_path)
+        .output()?;
+    let listing = String::from_utf8(listing.stdout)?;
+    let files: Vec<(&str, &str, &str)> = listing
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            Some((*fields.first()?, *fields.get(1)?, *fields.last()?))
+        })
+        .collect();
+    let paths: Vec<&str> = files.iter().map(|(_, _, path)| *path).collect();
+    for expected in [
+        "./capwasm",
+        "./etc/ssl/certs/ca-certificates.crt",
+        "./etc/passwd",
+        "./etc/group",
+    ] {
+        assert!(
+            paths.contains(&expected),
+            "{expected} in the image: {paths:?}"
+        );
+    }
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.starts_with("./bin") || p.starts_with("./usr")),
+        "no shell or tools in the image: {paths:?}"
+    );
+    assert!(
+        files.iter().all(|(_, owner, _)| *owner == "0/0"),
+        "{listing}"
+    );
+    assert!(
+        files
+            .iter()
+            .any(|(mode, _, path)| *path == "./capwasm" && *mode == "-rwxr-xr-x"),
+        "{listing}"
+    );
+
+    // The binary: static, and it runs.
+    let dir = tempfile::tempdir()?;
+    let extracted = Command::new("tar")
+        .args(["--extract", "--gzip", "--file"])
+        .arg(&layer_path)
+        .arg("--directory")
+        .arg(dir.path())
+        .arg("./capwasm")
+        .status()?;
+    assert!(extracted.success());
+    let binary = dir.path().join("capwasm");
+    assert!(
+        !is_dynamic(&std::fs::read(&binary)?)?,
+        "the binary needs no loader or libc"
+    );
+    let version = Command::new(&binary).arg("--version").output()?;
+    let version = String::from_utf8(version.stdout)?;
+    assert!(version.contains(env!("CARGO_PKG_VERSION")), "{version}");
+
+    // Pushed and signed: the registry's digest is the layout's, and cosign
+    // verifies the signature with the publisher's key and no other.
+    let registry = Registry::start().await?;
+    let reference = registry.image("capwasm/capwasm", env!("CARGO_PKG_VERSION"));
+    registry.crane(&["push", &image.layout.display().to_string(), &reference])?;
+    let pushed = registry.crane(&["digest", &reference])?;
+    assert_eq!(pushed, image.digest);
+    let by_digest = format!("{}/capwasm/capwasm@{}", registry.authority, image.digest);
+    let publisher = registry.key_pair("publisher")?;
+    let other = registry.key_pair("other")?;
+    registry.sign(&by_digest, &publisher)?;
+    registry.verify(&by_digest, &publisher)?;
+    assert!(
+        registry.verify(&by_digest, &other).is_err(),
+        "a signature by another key does not verify"
+    );
+    Ok(())
+}
