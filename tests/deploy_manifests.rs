@@ -1097,3 +1097,91 @@ async fn an_operator_without_permissions_counts_its_failed_watches() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// `/readyz` says 503 while the leader's caches cannot fill — here its
+/// ServiceAccount may not list Clusters, so the API server refuses the list
+/// (403) every time it is tried — and 200 once the list is allowed, in the
+/// same process: a replica is not sent conversion requests or counted
+/// available before it can answer them.
+#[tokio::test]
+async fn readiness_waits_for_the_caches_while_the_api_server_refuses_their_list() {
+    let env = TestEnv::start(testenv::Options::default()).await.unwrap();
+    let admin = env.management().client().unwrap();
+    let mut objects: Vec<DynamicObject> = manifests().into_iter().map(|m| m.object).collect();
+    let full = objects.clone();
+    let mut held = 0;
+    for object in &mut objects {
+        if object
+            .types
+            .as_ref()
+            .is_some_and(|t| t.kind == "ClusterRole")
+            && let Some(rules) = object.data.get_mut("rules").and_then(|r| r.as_array_mut())
+        {
+            for rule in rules {
+                let cluster_api = rule["apiGroups"]
+                    .as_array()
+                    .is_some_and(|g| g.iter().any(|g| g == "cluster.x-k8s.io"));
+                if let (true, Some(resources)) = (
+                    cluster_api,
+                    rule.get_mut("resources").and_then(|r| r.as_array_mut()),
+                ) {
+                    let before = resources.len();
+                    resources.retain(|r| r != "clusters");
+                    held += before - resources.len();
+                }
+            }
+        }
+    }
+    assert!(
+        held > 0,
+        "deploy/'s ClusterRole lets the operator list Clusters"
+    );
+    let (sa_namespace, sa_name) = testenv::kustomize::apply_rbac(&admin, &objects, FIELD_MANAGER)
+        .await
+        .unwrap()
+        .expect("deploy/ has a ServiceAccount");
+    let operator = testenv::operator::OperatorProcess::start_as(
+        env.management(),
+        Some((&sa_namespace, &sa_name)),
+        &sa_namespace,
+        "held",
+        &[],
+    )
+    .await;
+
+    // The list was tried and refused, and the replica is not ready.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, metrics) = operator.get("/metrics").await;
+        if testenv::operator::sample(
+            &metrics,
+            r#"capwasm_watch_errors_total{resource="clusters"}"#,
+        ) > 0
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no refused Cluster list: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, text) = operator.get("/readyz").await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("[-]caches"), "{text}");
+
+    // Allowed: the same process becomes ready.
+    let pid = operator.process_id();
+    testenv::kustomize::apply_rbac(&admin, &full, FIELD_MANAGER)
+        .await
+        .unwrap();
+    let before = operator.ready().await;
+    assert!(!before.is_empty(), "it was not ready before");
+    let (status, text) = operator.get("/readyz").await;
+    assert_eq!(
+        (status, text.contains("[+]caches ok")),
+        (200, true),
+        "{text}"
+    );
+    assert_eq!(operator.process_id(), pid);
+}
