@@ -49,7 +49,7 @@ flock 9
 
 # The Rust pieces: the musl target (static linking without host libraries)
 # and musl's C compiler for the crates with C inside (ring, zstd).
-"$repo/tests/apt-install.sh" musl-tools
+"$repo/tests/apt-install.sh" musl-tools rsync
 if command -v rustup >/dev/null; then
   rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
 fi
@@ -73,13 +73,15 @@ PY
 fi
 
 # The sources at one fixed path: the tracked files as they are in the working
-# tree. tar keeps their mtimes, so an unchanged file does not rebuild.
+# tree. Only files whose content changed are written, so a fresh clone of
+# the same sources rebuilds nothing (cargo goes by mtimes).
 src="$cache_root/image/src"
-mkdir -p "$src"
-(cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$src"
-(cd "$repo" && git ls-files | LC_ALL=C sort) >"$cache_root/image/tracked"
-(cd "$src" && find . -type f ! -path './target/*' -printf '%P\n' | LC_ALL=C sort) |
-  LC_ALL=C comm -23 - "$cache_root/image/tracked" | (cd "$src" && xargs -r -d '\n' rm -f --)
+staged="$cache_root/image/staged"
+rm -rf "$staged"
+mkdir -p "$src" "$staged"
+(cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$staged"
+rsync --recursive --checksum --delete --links --perms "$staged/" "$src/"
+rm -rf "$staged"
 
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}

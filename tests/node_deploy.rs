@@ -147,7 +147,9 @@ async fn the_standalone_install_runs_as_a_pod_and_takes_a_pool_to_running() -> R
     let workload = node.workload_client().await?;
     let (cloud, objects) = Objects::start_cloud_on(HOST_ADDRESS, workload.clone()).await?;
     let modules = objects
-        .modules_from_config_map(&client, "pod", ns, &HOST_ADDRESS.to_string())
+        // In the operator's namespace, the only one it reads components
+        // and credentials from.
+        .modules_from_config_map(&client, "pod", NAMESPACE, &HOST_ADDRESS.to_string())
         .await?;
     let kubeconfig = node.workload_kubeconfig_secret(ns, "c1")?;
     objects

@@ -107,7 +107,9 @@ async fn run(ec2: bool) -> anyhow::Result<Vec<(String, Duration)>> {
             anyhow::Ok((running, endpoint))
         })
         .await?;
-    let operator = tokio::spawn(operator(&env)?.run(std::future::pending()));
+    let operator = operator(&env)?;
+    let filled = operator.readiness().check("caches");
+    let operator = tokio::spawn(operator.run(filled, std::future::pending()));
     println!("  operator running (all controllers); simulated cloud at {endpoint}");
 
     let (registry, key) = steps

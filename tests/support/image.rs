@@ -20,14 +20,18 @@ pub struct OperatorImage {
 }
 
 impl OperatorImage {
-    /// Builds the image of this working tree, or reuses the build when
-    /// nothing changed.
+    /// The image in the layout `CAPWASM_IMAGE` names (built beforehand,
+    /// with its archive beside it), else the image of this working tree
+    /// (`image/build.sh`, which reuses its build when nothing changed).
     ///
     /// # Errors
     ///
     /// If the build fails.
     pub fn build() -> Result<Self> {
-        let layout = build_script_with("../image/build.sh", &["--archive"])?;
+        let layout = match std::env::var_os("CAPWASM_IMAGE") {
+            Some(layout) => PathBuf::from(layout),
+            None => build_script_with("../image/build.sh", &["--archive"])?,
+        };
         let digest_file = layout.join("digest");
         let digest = std::fs::read_to_string(&digest_file)
             .map_err(|source| Error::Io {

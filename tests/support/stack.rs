@@ -105,8 +105,9 @@ async fn start(management: kube::Config, workload: kube::Config) -> Result<Stack
                         let _ = started.send(Ok(stack));
                         // The cloud serves for as long as the operator runs.
                         let _cloud = cloud;
+                        let filled = operator.readiness().check("caches");
                         operator
-                            .run(async move {
+                            .run(filled, async move {
                                 let _ = stopped.await;
                             })
                             .await;

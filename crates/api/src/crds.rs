@@ -198,7 +198,10 @@ fn signed(schema: &mut JSONSchemaProps) {
         Some("uint8") => Some(("int32", u64::from(u8::MAX))),
         Some("uint16") => Some(("int32", u64::from(u16::MAX))),
         Some("uint32") => Some(("int64", u64::from(u32::MAX))),
-        Some("uint64" | "uint") => Some(("int64", i64::MAX.unsigned_abs())),
+        // 2^53 - 1: an int64 the API server accepts as a bound, and a
+        // JSON number every client reads exactly (i64::MAX as a float
+        // rounds up to 2^63, which the API server refuses as no int64).
+        Some("uint64" | "uint") => Some(("int64", (1 << 53) - 1)),
         _ => None,
     };
     if let Some((format, max)) = range {
@@ -336,6 +339,15 @@ mod tests {
             assert!(
                 !path.contains(".spec.") || format.as_deref() == Some("int32") || maximum.is_some(),
                 "{path}: no maximum"
+            );
+            // The API server refuses a bound its format cannot hold.
+            let largest = match format.as_deref() {
+                Some("int32") => f64::from(i32::MAX),
+                _ => 9_007_199_254_740_991_f64,
+            };
+            assert!(
+                maximum.is_none_or(|m| m <= largest),
+                "{path}: maximum {maximum:?} is past {format:?}"
             );
         }
     }

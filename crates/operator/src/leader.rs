@@ -220,11 +220,8 @@ async fn take(client: Client, election: &Election) -> Result<Leadership, Error> 
         .wait_for(|leading| *leading)
         .await
         .map_err(|_| Error::Stopped)?;
-    tracing::info!(
-        lease = election.lease,
-        identity = election.identity,
-        "became the leader"
-    );
+    // "became the leader" is the caller's to say, once what a leader is
+    // judged by (its readiness) is in place.
     Ok(Leadership { leading, task })
 }
 

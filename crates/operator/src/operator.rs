@@ -102,8 +102,9 @@ impl Operator {
         &self.context
     }
 
-    /// What `/readyz` answers: the caches once [`Operator::run`] runs, and
-    /// whatever else the process registers (its webhook).
+    /// What `/readyz` answers: the caches once the process leads (the
+    /// check given to [`Operator::run`]), and whatever else it registers
+    /// (its webhook).
     pub fn readiness(&self) -> Readiness {
         self.readiness.clone()
     }
@@ -116,8 +117,14 @@ impl Operator {
     /// Runs the controllers until `shutdown` completes; provider calls in
     /// flight then are abandoned, so that the reconciles waiting on them end
     /// at once.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let filled = self.readiness.check("caches");
+    /// `filled` holds once every cache has been filled; register it
+    /// (`readiness().check("caches")`) before saying this replica leads, so
+    /// that nobody sees it lead and ready before its caches are.
+    pub async fn run(
+        self,
+        filled: crate::readiness::Check,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) {
         let runtime = self.context.runtime.clone();
         let shutdown = async move {
             shutdown.await;

@@ -137,6 +137,7 @@ impl Node {
         let root = PathBuf::from(sweep::ROOT);
         let pki = root.join("pki");
         for dir in [
+            &logs(),
             &pki,
             &root.join("cni"),
             &root.join("pod-logs"),
@@ -225,9 +226,11 @@ impl Node {
         &self.ca_pem
     }
 
-    /// The log file of part `name` (`kubelet`, `containerd`, ...).
+    /// The log file of part `name` (`kubelet`, `containerd`, ...): under
+    /// the temporary directory, where it stays after the node stops (the
+    /// next node writes it again).
     pub fn log(&self, name: &str) -> PathBuf {
-        PathBuf::from(sweep::ROOT).join(format!("{name}.log"))
+        logs().join(format!("{name}.log"))
     }
 
     fn spawn(&mut self, name: &'static str, binary: &Path, args: &[String]) -> Result<()> {
@@ -324,6 +327,10 @@ impl Node {
                 "--leader-elect=false".into(),
                 "--bind-address=127.0.0.1".into(),
                 "--secure-port=0".into(),
+                // Each controller as its own ServiceAccount, with the roles
+                // the API server bootstraps for it (as kubeadm runs it): the
+                // manager's own identity may not untaint a Node.
+                "--use-service-account-credentials=true".into(),
                 "--controllers=*,-bootstrap-signer-controller,-token-cleaner-controller".into(),
             ],
         )?;
@@ -409,26 +416,31 @@ impl Node {
         Ok(())
     }
 
-    /// `ctr images import` into the namespace the kubelet uses.
+    /// `ctr images import` into the namespace the kubelet uses, each image
+    /// also named by digest (`<repository>@sha256:...`), as a pull names
+    /// it: the kubelet asks for a reference by digest as it is written.
     fn import(archive: &Path) -> Result<()> {
-        let output = std::process::Command::new("ctr")
-            .args([
-                "--address",
-                &config::containerd_socket(),
-                "-n",
-                "k8s.io",
-                "images",
-                "import",
-            ])
-            .arg(archive)
-            .output()
-            .map_err(|e| Error::Node(format!("ctr: {e}")))?;
-        if !output.status.success() {
-            return Err(Error::Node(format!(
-                "ctr images import {} failed: {}",
-                archive.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
+        let imported = ctr(&["images".as_ref(), "import".as_ref(), archive.as_os_str()])?;
+        // "unpacking <name> (sha256:<hex>)...done"
+        for line in imported.lines() {
+            let Some((name, digest)) = line
+                .strip_prefix("unpacking ")
+                .and_then(|rest| rest.split_once(" ("))
+                .and_then(|(name, rest)| Some((name, rest.split_once(')')?.0)))
+            else {
+                continue;
+            };
+            let repository = name
+                .rsplit_once(':')
+                .map_or(name, |(repository, _)| repository);
+            let by_digest = format!("{repository}@{digest}");
+            ctr(&[
+                "images".as_ref(),
+                "tag".as_ref(),
+                "--force".as_ref(),
+                name.as_ref(),
+                by_digest.as_ref(),
+            ])?;
         }
         Ok(())
     }
@@ -457,18 +469,30 @@ impl Node {
         let started = Instant::now();
         loop {
             self.check_running()?;
-            let ready = nodes.get_opt(NODE_NAME).await?.is_some_and(|node| {
+            let node = nodes.get_opt(NODE_NAME).await?;
+            let ready = node.as_ref().is_some_and(|node| {
                 node.status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
             });
-            if ready && accounts.get_opt("default").await?.is_some() {
+            // Until its taints are gone (not-ready, a pressure) nothing is scheduled.
+            let taints: Vec<String> = node
+                .and_then(|n| n.spec)
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.effect != "PreferNoSchedule")
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect();
+            if ready && taints.is_empty() && accounts.get_opt("default").await?.is_some() {
                 return Ok(());
             }
             if started.elapsed() > START_TIMEOUT {
-                return Err(self.timed_out("the Node was not Ready with a default ServiceAccount"));
+                return Err(self.timed_out(&format!(
+                    "the Node was not Ready and untainted with a default ServiceAccount \
+                     (ready: {ready}, taints: {taints:?})"
+                )));
             }
             tokio::time::sleep(POLL).await;
         }
@@ -482,6 +506,26 @@ impl Drop for Node {
         }
         sweep::all();
     }
+}
+
+/// `ctr` against the node's containerd, in the kubelet's namespace; what it printed.
+fn ctr(args: &[&std::ffi::OsStr]) -> Result<String> {
+    let output = std::process::Command::new("ctr")
+        .args(["--address", &config::containerd_socket(), "-n", "k8s.io"])
+        .args(args)
+        .output()
+        .map_err(|e| Error::Node(format!("ctr: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Node(format!(
+            "ctr {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn logs() -> PathBuf {
+    std::env::temp_dir().join("capwasm-node-logs")
 }
 
 fn take_lock() -> Result<Flock<File>> {

@@ -223,9 +223,15 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             leadership = leader::acquire(election_client, &election) => leadership?,
             () = shutdown_signal() => return Ok(()),
         };
+        let filled = operator.readiness().check("caches");
+        tracing::info!(
+            lease = election.lease,
+            identity = election.identity,
+            "became the leader"
+        );
         metrics.leader(&election.lease, true);
         let lost = tokio::select! {
-            () = operator.run(shutdown_signal()) => false,
+            () = operator.run(filled, shutdown_signal()) => false,
             () = leadership.lost() => true,
         };
         if lost {
@@ -240,7 +246,8 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             Ok(())
         }
     } else {
-        operator.run(shutdown_signal()).await;
+        let filled = operator.readiness().check("caches");
+        operator.run(filled, shutdown_signal()).await;
         Ok(())
     };
     server.abort();
