@@ -66,6 +66,7 @@ test: lint guests
 	  tests/registry/build.sh >/dev/null && \
 	  tests/distribution/build.sh >/dev/null && \
 	  tests/cosign/build.sh >/dev/null && \
+	  tests/promtool/build.sh >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
 	    $(CARGO) build --locked -p capwasm --bin capwasm && \
 	    KUBEBUILDER_ASSETS="$$assets" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \
