@@ -74,6 +74,7 @@ test: lint guests
 	  tests/registry/build.sh >/dev/null && \
 	  tests/distribution/build.sh >/dev/null && \
 	  tests/cosign/build.sh >/dev/null && \
+	  tests/promtool/build.sh >/dev/null && \
 	  tests/node/build.sh >/dev/null && \
 	  image/build.sh --archive >/dev/null && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \

@@ -87,13 +87,15 @@ impl Operator {
             caches,
         };
         let (context, triggers) = Context::new(parts, metrics, config.settings);
+        let readiness = Readiness::default();
+        registry.register_collector(Box::new(readiness.clone()));
         Ok(Self {
             context,
             triggers,
             node_events: Box::new(Box::pin(node_events)),
             registry: Arc::new(registry),
             controllers: config.controllers,
-            readiness: Readiness::default(),
+            readiness,
         })
     }
 

@@ -3,19 +3,24 @@
 mod crds;
 mod run;
 mod simcloud;
+mod telemetry;
 
 use capwasm_provider_tools::Exit;
 use capwasm_provider_tools::cli as provider;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::io::IsTerminal as _;
 
 /// capwasm — Cluster API controllers with providers as WebAssembly components.
 #[derive(Debug, Parser)]
 #[command(name = "capwasm", version, about, long_about = None, arg_required_else_help = true)]
 pub struct Cli {
-    /// Log lines as JSON objects or for people; the level comes from RUST_LOG (default info).
+    /// Log lines as JSON objects or for people.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     log_format: LogFormat,
+
+    /// What to log: error, warn, info (the default), debug or trace, or a
+    /// filter directive (`info,capwasm=debug`). RUST_LOG, when set, wins.
+    #[arg(long, global = true, value_name = "LEVEL", value_parser = telemetry::parse_log_level)]
+    log_level: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -51,6 +56,14 @@ impl Cli {
             _ => None,
         }
     }
+
+    /// Where `capwasm run` sends its spans, if anywhere.
+    fn otlp_endpoint(&self) -> Option<&str> {
+        match &self.command {
+            Command::Run(args) => args.otlp_endpoint.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Parses the command line, runs what it asks for, and says how it ended:
@@ -64,13 +77,26 @@ pub fn main() -> std::process::ExitCode {
         Command::Provider(args) if args.is_many_calls() => "error",
         _ => "info",
     };
-    init_logging(cli.log_format, default_filter);
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let directives = telemetry::filter_directives(
+        rust_log.as_deref(),
+        cli.log_level.as_deref(),
+        default_filter,
+    );
+    let telemetry = match telemetry::init(cli.log_format, directives, cli.otlp_endpoint()) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("error: {}", one_line(&error));
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let exit = match &cli.command {
         Command::Run(args) => run::run(args).map(|()| Exit::Success),
         Command::Crds(args) => crds::run(args).map(|()| Exit::Success),
         Command::Provider(args) => provider::run(args),
         Command::SimCloud(args) => simcloud::run(args).map(|()| Exit::Success),
     };
+    telemetry.shutdown();
     match exit {
         Ok(Exit::Success) => std::process::ExitCode::SUCCESS,
         // Only the outcome's own line was printed; the `error:` line is for failures.
@@ -85,22 +111,6 @@ pub fn main() -> std::process::ExitCode {
 /// The error as one line, for main to print.
 fn one_line(error: &anyhow::Error) -> String {
     crate::report::one_line(error.as_ref())
-}
-
-fn init_logging(format: LogFormat, default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    // Colours only for a person at a terminal: escapes in a file or a log
-    // collector are noise.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    // A second initialisation (tests calling in) keeps the first.
-    let _ = match format {
-        LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }
 
 #[cfg(test)]

@@ -123,6 +123,11 @@ pub struct Args {
     /// for an operator running outside the cluster.
     #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
     webhook_url: Option<String>,
+    /// Send every span (reconciles, provider calls) to this OpenTelemetry
+    /// collector over OTLP/HTTP (protobuf), at `/v1/traces` of it
+    /// (`http://collector:4318`). Off by default.
+    #[arg(long, value_name = "URL", value_parser = super::telemetry::parse_otlp_endpoint)]
+    pub(super) otlp_endpoint: Option<String>,
 }
 
 impl Args {

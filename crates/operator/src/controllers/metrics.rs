@@ -5,6 +5,7 @@
 //! [`process`]), under their names, for the dashboards and alerts
 //! written for those.
 
+mod modules;
 mod process;
 mod upstream;
 
@@ -60,6 +61,7 @@ pub struct Metrics {
     /// Every request to the management API server.
     pub requests: ApiRequests,
     upstream: upstream::Upstream,
+    modules: modules::Modules,
 }
 
 impl Default for Metrics {
@@ -72,6 +74,7 @@ impl Default for Metrics {
             webhook_refusals: Family::default(),
             requests: ApiRequests::default(),
             upstream: upstream::Upstream::default(),
+            modules: modules::Modules::default(),
             // 1 ms to ~30 s.
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1e-3, 3.0, 10))
@@ -121,7 +124,14 @@ impl Metrics {
         );
         metrics.upstream.register(registry);
         registry.register_collector(Box::new(process::Process));
+        registry.register_collector(Box::new(metrics.modules.clone()));
         metrics
+    }
+
+    /// ProviderModule `module` is in `phase` (`None`: gone), for
+    /// `capwasm_provider_modules{phase}`.
+    pub fn module_phase(&self, module: &str, phase: Option<&str>) {
+        self.modules.set(module, phase);
     }
 
     /// `controller` runs, with `concurrency` workers: its

@@ -35,7 +35,10 @@ impl Reconciler for ProviderModule {
         shard.role_shared()
     }
 
-    fn summarize(_: &mut Scope<Self>, _: &Context, _: &[Result<Outcome, Error>]) {}
+    fn summarize(scope: &mut Scope<Self>, ctx: &Context, _: &[Result<Outcome, Error>]) {
+        ctx.metrics
+            .module_phase(&scope.object.name_any(), scope.status.phase.as_deref());
+    }
 }
 
 /// Whether the credentials Secret holds every key `requestAuth` reads, as
@@ -143,6 +146,7 @@ fn throttled_message(throttled: &[Throttled]) -> String {
 /// Takes the module out of service; calls in flight finish on the version they hold.
 async fn unload(scope: &mut Scope<ProviderModule>, ctx: &Context) -> Result<Outcome, Error> {
     let name = scope.object.name_any();
+    ctx.metrics.module_phase(&name, None);
     if ctx.runtime.registry().remove(&name).is_some() {
         tracing::info!(module = name, "provider taken out of service");
     }
