@@ -111,7 +111,8 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:9443", value_name = "ADDR")]
     webhook_bind_address: SocketAddr,
     /// The Secret in the operator's namespace holding the webhook's
-    /// certificate (`tls.crt`, `tls.key`, `ca.crt`); generated if missing.
+    /// certificate (`tls.crt`, `tls.key`, `ca.crt`, `ca.key`); generated if
+    /// missing, renewed before it expires.
     #[arg(long, default_value = "capwasm-webhook-cert", value_name = "NAME")]
     webhook_cert_secret: String,
     /// The Service in the operator's namespace the API server calls the
