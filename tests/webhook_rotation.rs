@@ -432,3 +432,142 @@ async fn a_short_lived_serving_certificate_is_renewed_without_a_restart_while_ev
         operator.log_lines(|l| l.contains("certificate"))
     );
 }
+
+/// The certificate Secret as an older version made it (no `ca.key`), and
+/// what it holds.
+fn older_versions_secret() -> (Secret, capwasm::webhook::ServingCert) {
+    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    let old = capwasm::webhook::generate_cert(&names, Validity::default()).unwrap();
+    let pem = |text: &str| k8s_openapi::ByteString(text.as_bytes().to_vec());
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(SECRET.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(
+            [
+                ("tls.crt".to_owned(), pem(&old.cert_pem)),
+                ("tls.key".to_owned(), pem(&old.key_pem)),
+                ("ca.crt".to_owned(), pem(&old.ca_pem)),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    (secret, old)
+}
+
+/// The caBundle the Cluster CRD converts with.
+async fn crd_ca_bundle(client: &kube::Client) -> Option<Vec<u8>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.get("clusters.cluster.x-k8s.io")
+        .await
+        .unwrap()
+        .spec
+        .conversion
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .and_then(|c| c.ca_bundle)
+        .map(|b| b.0)
+}
+
+#[tokio::test]
+async fn an_older_versions_secret_gets_a_kept_ca_trusted_before_it_signs_while_the_api_server_converts()
+ {
+    // An API server of its own: the CRDs' caBundle is read here, and the
+    // other tests' replicas point the shared server's CRDs at theirs.
+    let env = TestEnv::start(testenv::Options {
+        workload: false,
+        ..testenv::Options::default()
+    })
+    .await
+    .unwrap();
+    let client = env.management().client().unwrap();
+    let ns = env
+        .management()
+        .create_namespace("certs-migrate")
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let (secret, old) = older_versions_secret();
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let address = free_address();
+    let args = [
+        format!("--webhook-bind-address={address}"),
+        format!(
+            "--webhook-url=https://{address}{}",
+            capwasm::api::WEBHOOK_PATH
+        ),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let launch = Launch {
+        wait_to_lead: false,
+        ..Launch::default()
+    };
+    let operator = OperatorProcess::launch(env.management(), &ns, "replica-1", &args, launch).await;
+    ready(&operator).await;
+
+    // A v1beta1 Cluster created (converted by the webhook, called by the
+    // API server with the CRD's caBundle) every 200 ms, until the Secret
+    // serves a certificate of the new CA, and 2 s beyond.
+    let started = Instant::now();
+    let (mut created, mut failures, mut migrated) = (0, Vec::new(), None);
+    while migrated.is_none_or(|at: Duration| started.elapsed() < at + Duration::from_secs(2))
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        let cluster = testenv::flows::v1beta1_cluster(&ns, &format!("c{created}"));
+        match testenv::flows::create_v1beta1(&client, &ns, &cluster).await {
+            Ok(_) => created += 1,
+            Err(error) => failures.push(format!("{error}")),
+        }
+        if migrated.is_none() {
+            let now = secrets.get(SECRET).await.unwrap();
+            let data = now.data.unwrap_or_default();
+            let text = |key: &str| String::from_utf8_lossy(&data[key].0).into_owned();
+            if data.contains_key("ca.key") && text("tls.crt") != old.cert_pem {
+                migrated = Some(started.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let now = secrets.get(SECRET).await.unwrap();
+    let data = now.data.unwrap_or_default();
+    let bundle = String::from_utf8_lossy(&data["ca.crt"].0).into_owned();
+    let cas = pems(&bundle);
+    let ca_bundle = crd_ca_bundle(&client).await;
+    let order: Vec<String> = operator
+        .log_lines(|l| {
+            l.contains("wrote the webhook certificate") || l.contains("trust the webhook")
+        })
+        .iter()
+        .map(|l| {
+            l.split_once("capwasm_operator")
+                .map_or(l.clone(), |(_, r)| r.to_owned())
+        })
+        .collect();
+    eprintln!(
+        "{created} v1beta1 Clusters created, {} refused; the new CA's certificate served after {migrated:?}; \
+         {} CAs in the bundle; the operator: {order:#?}",
+        failures.len(),
+        cas.len()
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(migrated.is_some(), "not migrated");
+    assert_eq!(cas.len(), 2, "the new CA, then the old one");
+    assert_eq!(cas[1].trim(), old.ca_pem.trim());
+    assert_eq!(
+        ca_bundle.as_deref(),
+        Some(bundle.as_bytes()),
+        "the CRD trusts both"
+    );
+    // The certificate served chains to the new CA alone.
+    let tls = tls_client(cas[0].as_bytes()).unwrap();
+    handshake(&address, &tls).await.unwrap();
+}
