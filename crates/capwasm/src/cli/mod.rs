@@ -35,7 +35,8 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator: the Cluster, MachinePool and provider controllers.
-    Run(run::Args),
+    // Boxed: its flags outweigh every other command's.
+    Run(Box<run::Args>),
     /// Print the CRDs (or write them, one file each, into a directory).
     Crds(crds::Args),
     /// Inspect a provider component, or make one call into it from a request fixture.

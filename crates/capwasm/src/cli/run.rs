@@ -111,7 +111,8 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:9443", value_name = "ADDR")]
     webhook_bind_address: SocketAddr,
     /// The Secret in the operator's namespace holding the webhook's
-    /// certificate (`tls.crt`, `tls.key`, `ca.crt`); generated if missing.
+    /// certificate (`tls.crt`, `tls.key`, `ca.crt`, `ca.key`); generated if
+    /// missing, renewed before it expires.
     #[arg(long, default_value = "capwasm-webhook-cert", value_name = "NAME")]
     webhook_cert_secret: String,
     /// The Service in the operator's namespace the API server calls the
@@ -123,6 +124,16 @@ pub struct Args {
     /// for an operator running outside the cluster.
     #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
     webhook_url: Option<String>,
+    /// How long the webhook's serving certificate is valid, in seconds
+    /// (a year); renewed once less than a third remains. Advanced: for tests.
+    #[arg(long, hide = true, default_value_t = 365 * DAY, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(3..))]
+    webhook_cert_validity_seconds: u64,
+    /// How long the webhook's CA is valid, in seconds (ten years); replaced
+    /// once less than a third remains. Advanced: for tests.
+    #[arg(long, hide = true, default_value_t = 10 * 365 * DAY, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(3..))]
+    webhook_ca_validity_seconds: u64,
     /// Send every span (reconciles, provider calls) to this OpenTelemetry
     /// collector over OTLP/HTTP (protobuf), at `/v1/traces` of it
     /// (`http://collector:4318`). Off by default.
@@ -142,6 +153,9 @@ enum Which {
     All,
     Providers,
 }
+
+/// A day, in seconds.
+const DAY: u64 = 24 * 3600;
 
 /// How long the API server gets to answer at start-up.
 const STARTUP_CHECK: Duration = Duration::from_secs(15);
@@ -309,6 +323,10 @@ fn webhook_settings(args: &Args, namespace: &str) -> webhook::Settings {
             },
             WebhookClient::Url,
         ),
+        validity: webhook::Validity {
+            serving: Duration::from_secs(args.webhook_cert_validity_seconds),
+            ca: Duration::from_secs(args.webhook_ca_validity_seconds),
+        },
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::Instant;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -44,6 +45,11 @@ struct RefusalLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     controller: &'static str,
     what: &'static str,
@@ -58,6 +64,8 @@ pub struct Metrics {
     duration: Family<ControllerLabels, Histogram>,
     watch_errors: Family<ResourceLabels, Counter>,
     webhook_refusals: Family<RefusalLabels, Counter>,
+    webhook_certificate_writes: Family<OutcomeLabels, Counter>,
+    webhook_certificate_expiry: Gauge,
     /// Every request to the management API server.
     pub requests: ApiRequests,
     upstream: upstream::Upstream,
@@ -72,6 +80,8 @@ impl Default for Metrics {
             writes: Family::default(),
             watch_errors: Family::default(),
             webhook_refusals: Family::default(),
+            webhook_certificate_writes: Family::default(),
+            webhook_certificate_expiry: Gauge::default(),
             requests: ApiRequests::default(),
             upstream: upstream::Upstream::default(),
             modules: modules::Modules::default(),
@@ -86,7 +96,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Creates the families and registers them under `capwasm_reconcile_*`,
     /// `capwasm_watch_errors`, `capwasm_api_requests`, `capwasm_api_writes`
-    /// and `capwasm_webhook_refused`; and controller-runtime's
+    /// `capwasm_webhook_refused` and `capwasm_webhook_certificate_*`; and
+    /// controller-runtime's
     /// `controller_runtime_*`, `workqueue_*`, `rest_client_requests_total`,
     /// `leader_election_master_status` and `process_*`.
     pub fn register(registry: &mut Registry) -> Self {
@@ -121,6 +132,16 @@ impl Metrics {
             "capwasm_webhook_refused",
             "Connections and requests the webhook server refused or closed, by reason",
             metrics.webhook_refusals.clone(),
+        );
+        registry.register(
+            "capwasm_webhook_certificate_writes",
+            "Writes of the webhook's certificate Secret by this replica, by outcome (conflict: another replica wrote first)",
+            metrics.webhook_certificate_writes.clone(),
+        );
+        registry.register(
+            "capwasm_webhook_certificate_expiry_timestamp_seconds",
+            "When the serving certificate this replica serves expires, in seconds since the epoch",
+            metrics.webhook_certificate_expiry.clone(),
         );
         metrics.upstream.register(registry);
         registry.register_collector(Box::new(process::Process));
@@ -201,6 +222,26 @@ impl Metrics {
         self.webhook_refusals
             .get(&RefusalLabels { reason })
             .map_or(0, |c| c.get())
+    }
+
+    /// Counts a write of the webhook's certificate Secret that ended as `outcome`.
+    pub fn webhook_certificate_written(&self, outcome: &'static str) {
+        self.webhook_certificate_writes
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// Writes of the webhook's certificate Secret that ended as `outcome` so far.
+    pub fn webhook_certificate_writes(&self, outcome: &'static str) -> u64 {
+        self.webhook_certificate_writes
+            .get(&OutcomeLabels { outcome })
+            .map_or(0, |c| c.get())
+    }
+
+    /// The serving certificate served now expires at `not_after` (seconds
+    /// since the epoch).
+    pub fn webhook_certificate_served(&self, not_after: i64) {
+        self.webhook_certificate_expiry.set(not_after);
     }
 
     /// Counts a write.

@@ -7,6 +7,9 @@
 //! Only standalone mode serves it; beside upstream Cluster API, upstream's
 //! CRDs and webhook serve v1beta1.
 //!
+//! The certificate is renewed before it expires, by any replica, and served
+//! by all of them from their next TLS handshake on ([`rotation`]).
+//!
 //! The same server judges PlatformCluster template changes before they are
 //! stored (`/validate-platformcluster`, [`admission`]), registered as a
 //! ValidatingWebhookConfiguration with the same CA.
@@ -16,6 +19,7 @@ pub mod bounds;
 mod certs;
 mod inject;
 mod review;
+mod rotation;
 mod server;
 
 use std::net::SocketAddr;
@@ -30,10 +34,13 @@ use crate::api::v1beta1::{BoxError, convert};
 use crate::controllers::external::resolve_in;
 
 pub use admission::Admission;
-pub use certs::{ServingCert, generate as generate_cert};
+pub use certs::{
+    Certs, SETTLE, ServingCert, Settled, Stored, Validity, Wrote, generate as generate_cert, pems,
+    serial_and_expiry,
+};
 pub use inject::{ADMISSION_CONFIGURATION, point_crds_at, register_admission};
 pub use review::{Converter, review};
-pub use server::{Limits, Server};
+pub use server::{CertResolver, Limits, Server};
 
 /// How long between two attempts when the certificate or the CRDs cannot be
 /// written: the webhook is not served meanwhile, v1beta2 is unaffected.
@@ -50,6 +57,8 @@ pub struct Settings {
     pub secret: String,
     /// How the API server reaches it.
     pub endpoint: crate::api::WebhookClient,
+    /// How long the certificates made are valid.
+    pub validity: Validity,
 }
 
 /// Why the webhook is not served.
@@ -67,7 +76,9 @@ pub enum Error {
         source: kube::Error,
     },
     /// The Secret holds no usable certificate and key.
-    #[error("the webhook certificate Secret {0} holds no usable tls.crt, tls.key and ca.crt")]
+    #[error(
+        "the webhook certificate Secret {0} holds no usable tls.crt, tls.key and ca.crt (and ca.key)"
+    )]
     InvalidSecret(String),
     /// Generating the certificate failed.
     #[error("cannot generate the webhook certificate")]
@@ -95,13 +106,15 @@ pub enum Error {
 /// Serves the webhook until the process ends: the certificate from its
 /// Secret (made the first time), a cache of CRDs (a v1beta1 reference's
 /// apiVersion is its kind's contract version), the HTTPS server, then the
-/// CRDs and the admission webhook's configuration pointed at it. A step
-/// that fails is logged with its cause and tried again, so the operator
-/// runs on with v1beta2 (and the controller's judgement of template
-/// changes) while the webhook cannot be served. `metrics` count the CRD
-/// watch's failures and what the server refuses; `runtime` holds the
-/// platform providers admission asks; `serving` holds once the server
-/// serves, its CRD cache filled.
+/// certificate kept current ([`rotation`]: renewed when due, reloaded when
+/// any replica renews it, the CRDs and the admission webhook's
+/// configuration pointed at its CA). A step that fails is logged with its
+/// cause and tried again, so the operator runs on with v1beta2 (and the
+/// controller's judgement of template changes) while the webhook cannot be
+/// served. `metrics` count the CRD watch's failures, what the server
+/// refuses and the certificate's writes; `runtime` holds the platform
+/// providers admission asks; `serving` holds once the server serves, its
+/// CRD cache filled.
 pub async fn run(
     client: kube::Client,
     settings: Settings,
@@ -109,9 +122,14 @@ pub async fn run(
     runtime: crate::wasm::Runtime,
     serving: crate::readiness::Check,
 ) {
-    let cert = loop {
-        match certs::ensure(&client, &settings).await {
-            Ok(cert) => break cert,
+    let certs = Certs::new(client.clone(), &settings, metrics.clone());
+    let (settled, resolver) = loop {
+        let found = certs.ensure().await.and_then(|settled| {
+            let resolver = CertResolver::new(&settled.stored.served)?;
+            Ok((settled, Arc::new(resolver)))
+        });
+        match found {
+            Ok(found) => break found,
             Err(error) => not_serving(&error).await,
         }
     };
@@ -123,7 +141,7 @@ pub async fn run(
     let server = loop {
         let bound = Server::bind(
             settings.bind,
-            &cert,
+            Arc::clone(&resolver),
             convert.clone(),
             admission.clone(),
             Limits::default(),
@@ -136,14 +154,17 @@ pub async fn run(
     };
     tracing::info!(address = %server.address(), "serving the conversion webhook");
     serving.ready();
-    let serving = tokio::spawn(server.serve());
-    while let Err(error) = point_crds_at(&client, &settings.endpoint, &cert.ca_pem).await {
-        not_serving(&error).await;
+    let rotation = rotation::Rotation {
+        certs,
+        resolver,
+        client,
+        endpoint: settings.endpoint,
+        metrics,
+    };
+    tokio::select! {
+        () = server.serve() => {}
+        () = rotation.run(settled) => {}
     }
-    while let Err(error) = register_admission(&client, &settings.endpoint, &cert.ca_pem).await {
-        not_serving(&error).await;
-    }
-    let _ = serving.await;
     watching.abort();
 }
 

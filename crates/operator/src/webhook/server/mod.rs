@@ -8,12 +8,16 @@
 //! and the requests answered at once (a turn, held until the response is
 //! sent: it holds the body, the parsed review and the response).
 //!
+//! The certificate is taken per handshake from a [`CertResolver`], which
+//! the webhook replaces when its Secret is renewed.
+//!
 //! This file holds the listener, the TLS and how each connection is served;
-//! the bounds and the refusals of what passes them are in `limits`, the two
+//! the certificate presented in `resolver`, the bounds and the refusals of what passes them are in `limits`, the two
 //! routes and how they read a request and send an answer in `routes`, and
 //! the write timeout hyper lacks in `write_deadline`.
 
 mod limits;
+mod resolver;
 mod routes;
 mod write_deadline;
 
@@ -22,22 +26,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use rustls::ServerConfig;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 use super::Error;
 use super::admission::Admission;
-use super::certs::ServingCert;
 use super::review::Converter;
 use crate::controllers::Metrics;
 use limits::{Refusal, refused};
 use write_deadline::WriteDeadline;
 
 pub use limits::Limits;
+pub use resolver::CertResolver;
 
 /// hyper's read buffer per connection (400 KiB by default): the API
 /// server's request headers take about 1 KiB.
@@ -53,17 +54,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// Listens on `bind` with `cert`, within `limits`; `metrics` count what
-    /// it refuses.
+    /// Listens on `bind`, presenting what `certs` holds at each handshake,
+    /// within `limits`; `metrics` count what it refuses.
     pub async fn bind(
         bind: SocketAddr,
-        cert: &ServingCert,
+        certs: Arc<CertResolver>,
         convert: Converter,
         admission: Admission,
         limits: Limits,
         metrics: Metrics,
     ) -> Result<Self, Error> {
-        let tls = tls_config(cert)?;
+        let tls = CertResolver::config(certs)?;
         let listener = TcpListener::bind(bind)
             .await
             .map_err(|e| Error::Bind(bind, e))?;
@@ -136,22 +137,4 @@ impl Server {
             });
         }
     }
-}
-
-fn tls_config(cert: &ServingCert) -> Result<ServerConfig, Error> {
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| Error::Tls(rustls::Error::General(e.to_string())))?;
-    let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())
-        .map_err(|e| Error::Tls(rustls::Error::General(e.to_string())))?;
-    let mut config =
-        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(Error::Tls)?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(Error::Tls)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
 }
