@@ -236,34 +236,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     );
     let result = if args.leader_elect {
         let election = Election::of_shard(namespace, identity(args), shard);
-        let metrics = operator.context().metrics.clone();
-        metrics.leader(&election.lease, false);
-        let mut leadership = tokio::select! {
-            leadership = leader::acquire(election_client, &election) => leadership?,
-            () = shutdown_signal() => return Ok(()),
-        };
-        let filled = operator.readiness().check("caches");
-        tracing::info!(
-            lease = election.lease,
-            identity = election.identity,
-            "became the leader"
-        );
-        metrics.leader(&election.lease, true);
-        let lost = tokio::select! {
-            () = operator.run(filled, shutdown_signal()) => false,
-            () = leadership.lost() => true,
-        };
-        if lost {
-            Err(anyhow::anyhow!(
-                "lost the leader Lease {}/{}: exiting so that only the new leader reconciles",
-                election.namespace,
-                election.lease
-            ))
-        } else {
-            leadership.release().await;
-            metrics.leader(&election.lease, false);
-            Ok(())
-        }
+        lead(operator, election_client, &election).await
     } else {
         let filled = operator.readiness().check("caches");
         operator.run(filled, shutdown_signal()).await;
@@ -275,6 +248,38 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     }
     tracing::info!("capwasm stopped");
     result
+}
+
+/// Runs the controllers while this replica holds `election`'s Lease: an
+/// error once it is lost, so that only the new leader reconciles.
+async fn lead(operator: Operator, client: Client, election: &Election) -> anyhow::Result<()> {
+    let metrics = operator.context().metrics.clone();
+    metrics.leader(&election.lease, false);
+    let mut leadership = tokio::select! {
+        leadership = leader::acquire(client, election) => leadership?,
+        () = shutdown_signal() => return Ok(()),
+    };
+    let filled = operator.readiness().check("caches");
+    tracing::info!(
+        lease = election.lease,
+        identity = election.identity,
+        "became the leader"
+    );
+    metrics.leader(&election.lease, true);
+    let lost = tokio::select! {
+        () = operator.run(filled, shutdown_signal()) => false,
+        () = leadership.lost() => true,
+    };
+    if lost {
+        return Err(anyhow::anyhow!(
+            "lost the leader Lease {}/{}: exiting so that only the new leader reconciles",
+            election.namespace,
+            election.lease
+        ));
+    }
+    leadership.release().await;
+    metrics.leader(&election.lease, false);
+    Ok(())
 }
 
 /// The operator's namespace (the leader Lease's, and by default the one
