@@ -26,15 +26,18 @@ layer_digest=$(sha256sum "$layer.gz" | cut -d' ' -f1)
 layer_size=$(stat -c %s "$layer.gz")
 mv "$layer.gz" "$blobs/$layer_digest"
 
-# Writes a JSON document as a blob; prints "digest size".
+# Writes a JSON document as a blob; prints "digest size" once it is in
+# place (the caller reads it from a process substitution, which bash does
+# not wait for).
 put_blob() {
-  local file digest
+  local file digest size
   file=$(mktemp -p "$out")
   printf '%s' "$1" >"$file"
   digest=$(sha256sum "$file" | cut -d' ' -f1)
-  printf '%s %s\n' "$digest" "$(stat -c %s "$file")"
+  size=$(stat -c %s "$file")
+  chmod 0644 "$file"
   mv "$file" "$blobs/$digest"
-  chmod 0644 "$blobs/$digest"
+  printf '%s %s\n' "$digest" "$size"
 }
 
 config=$(printf '{"architecture":"amd64","config":{"Entrypoint":["%s"],"Env":["PATH=/","SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"],"Labels":{%s},"User":"%s:%s","WorkingDir":"/"},"created":"%s","os":"linux","rootfs":{"diff_ids":["sha256:%s"],"type":"layers"}}' \
