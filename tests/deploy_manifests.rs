@@ -1007,6 +1007,16 @@ async fn operator_with_the_cluster_role_runs_a_pool_and_deletes_its_cluster() {
                     None,
                 )
             },
+            // It reads a CRD before patching it (a restart writes nothing).
+            ResourceAttributes {
+                name: Some("clusters.cluster.x-k8s.io".into()),
+                ..request(
+                    "get",
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    None,
+                )
+            },
             request(
                 "create",
                 "coordination.k8s.io",
