@@ -112,19 +112,14 @@ struct Installed {
     ns: &'static str,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_standalone_install_runs_as_a_pod_and_takes_a_pool_to_running() -> Result<()> {
-    let installed = standalone_with_a_running_pool().await?;
-    drop(installed);
-    Ok(())
-}
-
-/// The webhook called by the API server through its Service (this found
+/// The standalone install as Pods takes a pool to Running; then the
+/// webhook called by the API server through its Service (this found
 /// deploy/'s ClusterRole without `get` on the CRDs the webhook points at
 /// itself: no caBundle, every conversion refused), then the leader's Pod
 /// deleted while the pool scales.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webhook_answers_through_its_service_and_leadership_moves_mid_scale() -> Result<()> {
+async fn the_standalone_install_runs_as_pods_serves_its_webhook_and_survives_its_leader()
+-> Result<()> {
     let Installed {
         node,
         client,
