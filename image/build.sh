@@ -7,6 +7,10 @@
 #   image/build.sh              build (or reuse) the image of the working tree
 #   image/build.sh --archive    also write <layout>.tar, an OCI archive
 #                               `ctr images import` and `crane push` read
+#   image/build.sh --release [VERSION]
+#                               the image of a release in image/releases
+#                               (the newest by default), built from its
+#                               commit; kept once built
 #
 # Reproducible: the same tracked sources, Cargo.lock, Rust toolchain and
 # certifi version give the same image digest on any machine and from any
@@ -30,18 +34,47 @@ user_id=65532
 
 fail() { printf 'image: %s\n' "$*" >&2; exit 1; }
 archive=false
-case "${1:-}" in
-  --archive) archive=true ;;
-  "") ;;
-  *) fail "unknown argument $1 (only --archive)" ;;
-esac
+release=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --archive) archive=true ;;
+    --release)
+      release=newest
+      case "${2:-}" in -* | "") ;; *) release=$2; shift ;; esac
+      ;;
+    *) fail "unknown argument $1 (--archive, --release [VERSION])" ;;
+  esac
+  shift
+done
 
-version=$(sed -nE 's/^version = "([^"]+)"/\1/p' "$repo/Cargo.toml" | head -n1)
-[ -n "$version" ] || fail "cannot read the workspace version from Cargo.toml"
-revision=$(git -C "$repo" rev-parse HEAD)
-[ -z "$(git -C "$repo" status --porcelain --untracked-files=no)" ] || revision="$revision-modified"
-epoch=$(git -C "$repo" log -1 --format=%ct)
-created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+# What is built: the working tree (HEAD, marked modified when tracked files
+# differ from it), or a release's commit as image/releases names it.
+if [ -n "$release" ]; then
+  line=$(grep -vE '^(#|$)' "$here/releases" | if [ "$release" = newest ]; then tail -n1; else awk -v v="$release" '$1 == v'; fi)
+  [ -n "$line" ] || fail "no release $release in image/releases"
+  read -r version revision <<<"$line"
+  git -C "$repo" cat-file -e "$revision^{commit}" 2>/dev/null ||
+    fail "release $version's commit $revision is not in this clone (a shallow clone? fetch its history or tag v$version)"
+  file_version=$(git -C "$repo" show "$revision:Cargo.toml" | sed -nE 's/^version = "([^"]+)"/\1/p' | head -n1)
+  [ "$file_version" = "$version" ] || fail "release $version's commit builds version '$file_version'"
+  epoch=$(git -C "$repo" log -1 --format=%ct "$revision")
+else
+  version=$(sed -nE 's/^version = "([^"]+)"/\1/p' "$repo/Cargo.toml" | head -n1)
+  [ -n "$version" ] || fail "cannot read the workspace version from Cargo.toml"
+  revision=$(git -C "$repo" rev-parse HEAD)
+  [ -z "$(git -C "$repo" status --porcelain --untracked-files=no)" ] || revision="$revision-modified"
+  epoch=$(git -C "$repo" log -1 --format=%ct)
+fi
+out="$cache_root/image/capwasm-$version"
+
+# A release's image never changes: once built it is kept (its layout names
+# the commit it came from).
+if [ -n "$release" ] && [ "$(cat "$out/revision" 2>/dev/null)" = "$revision" ] &&
+  { ! $archive || [ -s "$out.tar" ]; }; then
+  printf 'image: release %s (%s) already built: %s\n' "$version" "$revision" "$out" >&2
+  printf '%s\n' "$out"
+  exit 0
+fi
 
 mkdir -p "$cache_root"
 exec 9>"$cache_root/.image-build.lock"
@@ -73,13 +106,17 @@ PY
 fi
 
 # The sources at one fixed path: the tracked files as they are in the working
-# tree. Only files whose content changed are written, so a fresh clone of
-# the same sources rebuilds nothing (cargo goes by mtimes).
+# tree, or a release's commit. Only files whose content changed are written,
+# so a fresh clone of the same sources rebuilds nothing (cargo goes by mtimes).
 src="$cache_root/image/src"
 staged="$cache_root/image/staged"
 rm -rf "$staged"
 mkdir -p "$src" "$staged"
-(cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$staged"
+if [ -n "$release" ]; then
+  git -C "$repo" archive --format=tar "$revision" | tar --extract --file=- --directory "$staged"
+else
+  (cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$staged"
+fi
 rsync --recursive --checksum --delete --links --perms "$staged/" "$src/"
 rm -rf "$staged"
 
@@ -95,7 +132,6 @@ binary="$CARGO_TARGET_DIR/$target/release/capwasm"
 printf 'image: binary built in %ss\n' "$(($(date +%s) - started))" >&2
 
 # The root filesystem of the one layer.
-out="$cache_root/image/capwasm-$version"
 rootfs=$(mktemp -d)
 layout=$(mktemp -d)
 trap 'rm -rf "$rootfs" "$layout"' EXIT
@@ -115,6 +151,7 @@ layer_size=$(du -b "$layout/blobs" | tail -n1 | cut -f1)
 
 rm -rf "$out" "$out.tar"
 mkdir -p "$(dirname "$out")"
+printf '%s\n' "$revision" >"$layout/revision"
 mv "$layout" "$out"
 chmod 0755 "$out"
 if $archive; then

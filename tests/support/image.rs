@@ -17,6 +17,9 @@ pub struct OperatorImage {
     pub archive: PathBuf,
     /// `sha256:<hex>` of the manifest.
     pub digest: String,
+    /// The commit it was built from (`-modified` when the working tree
+    /// differed from it).
+    pub revision: String,
 }
 
 impl OperatorImage {
@@ -28,24 +31,40 @@ impl OperatorImage {
     ///
     /// If the build fails.
     pub fn build() -> Result<Self> {
-        let layout = match std::env::var_os("CAPWASM_IMAGE") {
+        Self::built_or_build("CAPWASM_IMAGE", &["--archive"])
+    }
+
+    /// The image of the newest release in `image/releases`, built from its
+    /// commit: the layout `CAPWASM_RELEASE_IMAGE` names, else
+    /// `image/build.sh --release` (which keeps it once built).
+    ///
+    /// # Errors
+    ///
+    /// If the build fails.
+    pub fn release() -> Result<Self> {
+        Self::built_or_build("CAPWASM_RELEASE_IMAGE", &["--archive", "--release"])
+    }
+
+    fn built_or_build(variable: &str, args: &[&str]) -> Result<Self> {
+        let layout = match std::env::var_os(variable) {
             Some(layout) => PathBuf::from(layout),
-            None => build_script_with("../image/build.sh", &["--archive"])?,
+            None => build_script_with("../image/build.sh", args)?,
         };
-        let digest_file = layout.join("digest");
-        let digest = std::fs::read_to_string(&digest_file)
-            .map_err(|source| Error::Io {
-                path: digest_file,
-                source,
-            })?
-            .trim()
-            .to_owned();
+        let read = |name: &str| {
+            let path = layout.join(name);
+            std::fs::read_to_string(&path)
+                .map(|text| text.trim().to_owned())
+                .map_err(|source| Error::Io { path, source })
+        };
+        let digest = read("digest")?;
+        let revision = read("revision")?;
         let mut archive = layout.clone().into_os_string();
         archive.push(".tar");
         Ok(Self {
-            layout,
             archive: archive.into(),
             digest,
+            revision,
+            layout,
         })
     }
 

@@ -1,0 +1,173 @@
+//! deploy/ as a user applies it to a cluster whose kubelet runs it: rendered
+//! by kustomize with the image named by digest, applied server-side, waited
+//! on until its Pods are available, and described — Pods, container states,
+//! logs — when they are not.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DynamicObject, ListParams, LogParams, PatchParams};
+use kube::{Client, ResourceExt as _};
+
+use crate::image::REPOSITORY;
+use crate::{Error, Result};
+
+/// The operator's namespace in deploy/.
+pub const NAMESPACE: &str = "capwasm-system";
+/// The operator's Deployment in deploy/.
+pub const DEPLOYMENT: &str = "capwasm-controller-manager";
+/// The label every operator Pod carries.
+pub const SELECTOR: &str = "app.kubernetes.io/name=capwasm";
+/// The field manager of what the tests apply.
+const MANAGER: &str = "capwasm-tests";
+/// From apply to an available Deployment: the image is in containerd
+/// already, the Pod waits for its readiness probe (every 10 s).
+pub const AVAILABLE: Duration = Duration::from_secs(120);
+
+/// deploy/ of this working tree, or one of its variants (`provider-mode`,
+/// `sharded`).
+pub fn deploy_dir(variant: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(variant)
+}
+
+/// The kustomization `dir` as kustomize renders it, every container of
+/// capwasm's image given `image` (a reference by digest) instead.
+///
+/// # Errors
+///
+/// If kustomize fails, or nothing names capwasm's image.
+pub fn rendered(dir: &Path, image: &str) -> Result<Vec<DynamicObject>> {
+    let mut objects = crate::kustomize::objects(dir)?;
+    let mut named = 0;
+    for object in &mut objects {
+        let Some(containers) = object
+            .data
+            .pointer_mut("/spec/template/spec/containers")
+            .and_then(|c| c.as_array_mut())
+        else {
+            continue;
+        };
+        for container in containers {
+            let Some(field) = container.get_mut("image") else {
+                continue;
+            };
+            if field
+                .as_str()
+                .is_some_and(|i| i.starts_with(&format!("{REPOSITORY}:")))
+            {
+                *field = serde_json::Value::String(image.to_owned());
+                named += 1;
+            }
+        }
+    }
+    if named == 0 {
+        return Err(Error::Manifest(format!(
+            "{} names no {REPOSITORY} image",
+            dir.display()
+        )));
+    }
+    Ok(objects)
+}
+
+/// Applies every object server-side, taking over any field another
+/// manager set (as `kubectl apply --server-side --force-conflicts`).
+///
+/// # Errors
+///
+/// The first object the API server refuses.
+pub async fn apply_all(client: &Client, objects: &[DynamicObject]) -> Result<()> {
+    let params = PatchParams::apply(MANAGER).force();
+    for object in objects {
+        crate::kustomize::apply(client, object, &params).await?;
+    }
+    Ok(())
+}
+
+/// What a user would look at when the Deployment does not become
+/// available (`kubectl describe pods`, `kubectl logs`): each operator Pod's
+/// status, the events about it, and its container's last lines — of the
+/// previous run too, for a container that restarted.
+pub async fn describe(client: &Client) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut text = String::new();
+    let list = match pods.list(&ListParams::default().labels(SELECTOR)).await {
+        Ok(list) => list,
+        Err(e) => return format!("the Pods could not be listed: {e}"),
+    };
+    for pod in list {
+        let name = pod.name_any();
+        let status = serde_json::to_string_pretty(&pod.status).unwrap_or_default();
+        let _ = writeln!(text, "Pod {name}\n{status}");
+        let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
+        if let Ok(events) = events.list(&about).await {
+            for event in events {
+                let _ = writeln!(
+                    text,
+                    "  event {} {}: {}",
+                    event.type_.unwrap_or_default(),
+                    event.reason.unwrap_or_default(),
+                    event.message.unwrap_or_default()
+                );
+            }
+        }
+        for previous in [false, true] {
+            let logs = pods
+                .logs(
+                    &name,
+                    &LogParams {
+                        tail_lines: Some(40),
+                        previous,
+                        ..LogParams::default()
+                    },
+                )
+                .await;
+            match logs {
+                Ok(logs) => {
+                    let run = if previous { "previous run" } else { "logs" };
+                    let _ = writeln!(text, "{run}:\n{logs}");
+                }
+                Err(e) if !previous => {
+                    let _ = writeln!(text, "(no logs: {e})");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    text
+}
+
+/// Waits until `replicas` of the operator's Deployment are available and
+/// every one of its Pods runs its current template (a finished rollout).
+///
+/// # Errors
+///
+/// When that does not happen within [`AVAILABLE`], with [`describe`].
+pub async fn wait_rolled_out(client: &Client, replicas: i32) -> Result<Deployment> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let started = tokio::time::Instant::now();
+    loop {
+        let deployment = deployments.get(DEPLOYMENT).await?;
+        let generation = deployment.metadata.generation;
+        let status = deployment.status.clone().unwrap_or_default();
+        let done = status.observed_generation == generation
+            && status.updated_replicas == Some(replicas)
+            && status.available_replicas == Some(replicas)
+            && status.replicas == Some(replicas);
+        if done {
+            return Ok(deployment);
+        }
+        if started.elapsed() > AVAILABLE {
+            return Err(Error::Node(format!(
+                "{replicas} replicas of {DEPLOYMENT} not rolled out within {AVAILABLE:?}: {status:?}\n{}",
+                describe(client).await
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
