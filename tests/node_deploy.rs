@@ -5,20 +5,24 @@
 //! runs as a Pod: read-only root filesystem, non-root, its probes, its
 //! ServiceAccount's rights through the `kubernetes` Service.
 
-use anyhow::{Context as _, Result};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
 use capwasm::api::{Cluster, MachinePool};
 use capwasm::simcloud::RunningSimCloud;
-use capwasm::testing::objects::ClusterBuilder;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod};
+use k8s_openapi::api::core::v1::{Event, Node as NodeObject, Pod};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
+};
 use kube::{Client, CustomResourceExt as _, ResourceExt};
-use testenv::flows::{Objects, create, scale, v1beta1_api, wait_for, wait_for_pool};
+use testenv::flows::{scale, v1beta1_api, wait_for, wait_for_pool};
 use testenv::image::OperatorImage;
-use testenv::node::{HOST_ADDRESS, Node};
-use testenv::pods::{self, DEPLOYMENT, NAMESPACE};
+use testenv::node::Node;
+use testenv::pods::{self, DEPLOYMENT, NAMESPACE, ServedCluster};
 
 /// The operator's leader-election Lease.
 const LEASE: &str = "capwasm-leader";
@@ -27,8 +31,7 @@ const LEASE: &str = "capwasm-leader";
 struct Installed {
     node: Node,
     client: Client,
-    cloud: RunningSimCloud,
-    ns: &'static str,
+    served: ServedCluster,
 }
 
 /// The standalone install as Pods takes a pool to Running; then the
@@ -42,11 +45,10 @@ async fn the_standalone_install_runs_as_pods_serves_its_webhook_and_survives_its
     let Installed {
         node,
         client,
-        cloud,
-        ns,
+        served,
     } = standalone_with_a_running_pool().await?;
-    conversion_goes_through_the_service(&client, ns).await?;
-    leadership_moves_when_the_leader_pod_goes(&client, &cloud, ns).await?;
+    conversion_goes_through_the_service(&client, &served.namespace).await?;
+    leadership_moves_when_the_leader_pod_goes(&client, &served.cloud, &served.namespace).await?;
     drop(node);
     Ok(())
 }
@@ -82,36 +84,11 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
         "the Pod's containers are ready through /readyz: {statuses:?}"
     );
 
-    // A Cluster and a pool, served by modules from ConfigMaps and a cloud
+    // A Cluster and a pool, served by modules from a ConfigMap and a cloud
     // on the host end of the node's network.
-    let ns = "pod-install";
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(ns.into()),
-            ..kube::api::ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    let workload = node.workload_client().await?;
-    let (cloud, objects) = Objects::start_cloud_on(HOST_ADDRESS, workload.clone()).await?;
-    let modules = objects
-        // In the operator's namespace, the only one it reads components
-        // and credentials from.
-        .modules_from_config_map(&client, "pod", NAMESPACE, &HOST_ADDRESS.to_string())
-        .await?;
-    let kubeconfig = node.workload_kubeconfig_secret(ns, "c1")?;
-    objects
-        .create_cluster_objects(&client, &kubeconfig, ns, "c1", &modules)
-        .await?;
-    create(&client, &ClusterBuilder::new(ns, "c1").build()).await?;
-    objects
-        .create_pool(&client, ns, "p1", "c1", 2, &modules)
-        .await?;
-    let pools: Api<MachinePool> = Api::namespaced(client.clone(), ns);
+    let served = ServedCluster::create(&node, &client, "pod-install", "c1").await?;
+    served.pool(&client, "p1", 2).await?;
+    let pools = served.pools(&client);
     let pool = wait_for(&pools, "p1", "the pool Running through the Pod", |pool| {
         pool.and_then(|p| p.status.as_ref())
             .and_then(|s| s.phase.as_deref())
@@ -120,7 +97,7 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
     .await;
     let provider_ids = pool.map(|p| p.spec.provider_id_list).unwrap_or_default();
     assert_eq!(provider_ids.len(), 2, "two instances: {provider_ids:?}");
-    let nodes: Api<NodeObject> = Api::all(workload);
+    let nodes: Api<NodeObject> = Api::all(node.workload_client().await?);
     let registered: Vec<String> = nodes
         .list(&ListParams::default())
         .await?
@@ -137,8 +114,7 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
     Ok(Installed {
         node,
         client,
-        cloud,
-        ns,
+        served,
     })
 }
 
@@ -274,4 +250,174 @@ async fn a_pod_of_the_node_runs_with_an_address_of_the_pod_network() -> Result<(
         testenv::node::POD_SUBNET
     );
     Ok(())
+}
+
+/// deploy/ when the operator cannot start, as its users meet it: without
+/// the CRDs, with a flag it does not know (a rollout that never finishes)
+/// and with its ClusterRoleBinding gone. Each time the new Pod's container
+/// exits saying why — in its logs, the kubelet's back-off event and the
+/// Deployment's status — while the replica already running keeps
+/// reconciling and serving its webhook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_that_cannot_start_says_why_and_the_running_one_keeps_serving() -> Result<()> {
+    let image = OperatorImage::build()?;
+    let node = Node::start(&[&image.archive]).await?;
+    let client = node.client()?;
+    let objects = pods::rendered(&pods::deploy_dir(""), &image.reference())?;
+    let is_crd = |o: &DynamicObject| {
+        o.types.as_ref().map(|t| t.kind.as_str()) == Some("CustomResourceDefinition")
+    };
+    let (crds, rest): (Vec<_>, Vec<_>) = objects.iter().cloned().partition(is_crd);
+
+    // No CRDs: the first Pod never starts; applying them and replacing it
+    // is the whole remedy.
+    pods::apply_all(&client, &rest).await?;
+    let first = crashes_saying(&client, &[], "the capwasm CRDs are not installed").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = deployments.get_status(DEPLOYMENT).await?.status;
+    assert_eq!(
+        status.as_ref().and_then(|s| s.unavailable_replicas),
+        Some(1),
+        "{status:?}"
+    );
+    pods::apply_all(&client, &crds).await?;
+    let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    operator_pods
+        .delete(&first, &DeleteParams::default())
+        .await?;
+    pods::wait_rolled_out(&client, 1).await?;
+    let served = ServedCluster::create(&node, &client, "cannot-start", "c1").await?;
+    served.pool(&client, "p1", 1).await?;
+    let pools = served.pools(&client);
+    wait_for_pool(&pools, "p1", "Running", 1).await;
+
+    // A flag this version does not know, rolled out: the new Pod exits,
+    // the rollout stalls with the old replica available, still leading.
+    let running = pod_names(&client).await?;
+    deployments
+        .patch(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(serde_json::json!([{
+                "op": "add",
+                "path": "/spec/template/spec/containers/0/args/-",
+                "value": "--no-such-flag",
+            }]))?),
+        )
+        .await?;
+    crashes_saying(&client, &running, "unexpected argument '--no-such-flag'").await?;
+    let status = deployments.get_status(DEPLOYMENT).await?.status;
+    let counts = status.as_ref().map(|s| {
+        (
+            s.updated_replicas,
+            s.available_replicas,
+            s.unavailable_replicas,
+        )
+    });
+    assert_eq!(
+        counts,
+        Some((Some(1), Some(1), Some(1))),
+        "one updated and unavailable, the old one available: {status:?}"
+    );
+    scale(&pools, "p1", 2).await?;
+    wait_for_pool(&pools, "p1", "Running", 2).await;
+    conversion_goes_through_the_service(&client, &served.namespace).await?;
+    // The rollout undone: deploy/ applied again.
+    pods::apply_all(&client, &rest).await?;
+    pods::wait_rolled_out(&client, 1).await?;
+
+    // The ClusterRoleBinding removed, then a new Pod: it cannot list what
+    // it reconciles and says so; the running one still converts.
+    let running = pod_names(&client).await?;
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    bindings
+        .delete("capwasm-manager", &DeleteParams::default())
+        .await?;
+    deployments
+        .patch(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": { "template": { "metadata": {
+                "annotations": { "capwasm.io/restarted": "rbac-removed" } } } } })),
+        )
+        .await?;
+    crashes_saying(&client, &running, "forbidden").await?;
+    conversion_goes_through_the_service(&client, &served.namespace).await?;
+    drop(node);
+    Ok(())
+}
+
+/// The operator Pods' names.
+async fn pod_names(client: &Client) -> Result<Vec<String>> {
+    let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    Ok(operator_pods
+        .list(&ListParams::default().labels(pods::SELECTOR))
+        .await?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect())
+}
+
+/// Waits for an operator Pod not in `running` whose container has exited
+/// with `text` in its logs, and the kubelet's back-off event about it;
+/// returns its name.
+async fn crashes_saying(client: &Client, running: &[String], text: &str) -> Result<String> {
+    let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    let started = tokio::time::Instant::now();
+    loop {
+        for pod in operator_pods
+            .list(&ListParams::default().labels(pods::SELECTOR))
+            .await?
+        {
+            let name = pod.name_any();
+            if running.contains(&name) {
+                continue;
+            }
+            let exited = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|s| s.first())
+                .is_some_and(|s| {
+                    s.last_state
+                        .as_ref()
+                        .and_then(|l| l.terminated.as_ref())
+                        .is_some()
+                });
+            if !exited {
+                continue;
+            }
+            let logs = operator_pods
+                .logs(
+                    &name,
+                    &LogParams {
+                        previous: true,
+                        ..LogParams::default()
+                    },
+                )
+                .await
+                .unwrap_or_default();
+            let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
+            let backing_off = events
+                .list(&about)
+                .await?
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("BackOff"));
+            if logs.contains(text) && backing_off {
+                eprintln!("{name} exited saying: {}", logs.trim());
+                return Ok(name);
+            }
+        }
+        if started.elapsed() > pods::AVAILABLE {
+            bail!(
+                "no new operator Pod exited saying {text:?} within {:?}\n{}",
+                pods::AVAILABLE,
+                pods::describe(client).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

@@ -7,12 +7,17 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use capwasm::api::MachinePool;
+use capwasm::simcloud::RunningSimCloud;
+use capwasm::testing::objects::ClusterBuilder;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, DynamicObject, ListParams, LogParams, PatchParams};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use kube::api::{Api, DynamicObject, ListParams, LogParams, ObjectMeta, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 
+use crate::flows::{Modules, Objects, create};
 use crate::image::REPOSITORY;
+use crate::node::{HOST_ADDRESS, Node};
 use crate::{Error, Result};
 
 /// The operator's namespace in deploy/.
@@ -169,5 +174,83 @@ pub async fn wait_rolled_out(client: &Client, replicas: i32) -> Result<Deploymen
             )));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A Cluster the operator's Pods serve: its namespace, the simulated cloud
+/// on the host end of the node's network (instances join the node's
+/// workload API server), and the provider modules, read from a ConfigMap in
+/// the operator's namespace (the only one it reads components from).
+pub struct ServedCluster {
+    /// The cloud; dropped with it.
+    pub cloud: RunningSimCloud,
+    /// What makes the Cluster's and pools' objects.
+    pub objects: Objects,
+    /// The modules serving them.
+    pub modules: Modules,
+    /// The Cluster's namespace.
+    pub namespace: String,
+    /// The Cluster's name.
+    pub name: String,
+}
+
+impl ServedCluster {
+    /// Namespace `namespace` with Cluster `name`, its infrastructure and
+    /// kubeconfig, served by modules `<namespace>-kubeadm` and
+    /// `<namespace>-sim`.
+    ///
+    /// # Errors
+    ///
+    /// If an object is refused or the modules do not load.
+    pub async fn create(node: &Node, client: &Client, namespace: &str, name: &str) -> Result<Self> {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let object = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        namespaces.create(&PostParams::default(), &object).await?;
+        let (cloud, objects) =
+            Objects::start_cloud_on(HOST_ADDRESS, node.workload_client().await?).await?;
+        let modules = objects
+            .modules_from_config_map(client, namespace, NAMESPACE, &HOST_ADDRESS.to_string())
+            .await?;
+        let kubeconfig = node.workload_kubeconfig_secret(namespace, name)?;
+        objects
+            .create_cluster_objects(client, &kubeconfig, namespace, name, &modules)
+            .await?;
+        create(client, &ClusterBuilder::new(namespace, name).build()).await?;
+        Ok(Self {
+            cloud,
+            objects,
+            modules,
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
+    /// Pool `name` of the Cluster with `replicas`, and its provider objects.
+    ///
+    /// # Errors
+    ///
+    /// If an object is refused.
+    pub async fn pool(&self, client: &Client, name: &str, replicas: i32) -> Result<()> {
+        self.objects
+            .create_pool(
+                client,
+                &self.namespace,
+                name,
+                &self.name,
+                replicas,
+                &self.modules,
+            )
+            .await
+    }
+
+    /// The Cluster's pools.
+    pub fn pools(&self, client: &Client) -> Api<MachinePool> {
+        Api::namespaced(client.clone(), &self.namespace)
     }
 }
