@@ -15,6 +15,7 @@ mod apiserver;
 mod binaries;
 mod certs;
 mod crds;
+pub mod deploy;
 pub mod diff;
 pub mod ec2;
 pub mod ec2_kubelet;
