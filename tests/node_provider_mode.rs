@@ -16,10 +16,10 @@ use capwasm::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmM
 use capwasm::simcloud::{InstanceState, RunningSimCloud};
 use capwasm::testing::objects::ClusterBuilder;
 use futures::FutureExt as _;
-use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt as _, Resource as _, ResourceExt};
 use testenv::deploy::{apply_all, describe_pods, logs, rendered, wait_available};
 use testenv::flows::{Apis, Objects, condition, create, v1beta1_api, wait_for, wait_for_pool};
@@ -60,9 +60,18 @@ async fn provider_mode_runs_as_pods_beside_upstreams_manager() -> Result<()> {
     wait_available(&client, NAMESPACE, DEPLOYMENT, 1, AVAILABLE).await?;
 
     showing_pods(&client, async {
+        runs_ready(
+            &client,
+            in_cluster::NAMESPACE,
+            in_cluster::SELECTOR,
+            &upstream_image.reference(),
+        )
+        .await?;
+        runs_ready(&client, NAMESPACE, CAPWASM_PODS, &image.reference()).await?;
         let cloud = pool_running(&node, &client).await?;
         each_pod_reconciles_its_own(&client).await?;
         conversion_through_upstreams_service(&client).await?;
+        validation_through_upstreams_service(&client).await?;
         provider_mode_registers_no_webhook(&client).await?;
         deleted_with_the_cluster(&node, &client, &cloud).await?;
         no_request_forbidden(&client).await
@@ -89,6 +98,35 @@ async fn showing_pods<T>(client: &Client, stage: impl Future<Output = Result<T>>
         describe_pods(client, in_cluster::NAMESPACE).await,
         describe_pods(client, NAMESPACE).await
     )
+}
+
+/// The Pods of `selector` in `namespace` run `image` (named by digest) and
+/// are ready.
+async fn runs_ready(client: &Client, namespace: &str, selector: &str, image: &str) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let running = pods.list(&ListParams::default().labels(selector)).await?;
+    ensure!(
+        !running.items.is_empty(),
+        "{namespace} runs Pods labelled {selector}"
+    );
+    for pod in running {
+        let name = pod.name_any();
+        let spec = pod.spec.context("a Pod spec")?;
+        let images: Vec<Option<String>> = spec.containers.into_iter().map(|c| c.image).collect();
+        ensure!(
+            images == [Some(image.to_owned())],
+            "{name} runs {image}: {images:?}"
+        );
+        let statuses = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default();
+        ensure!(
+            !statuses.is_empty() && statuses.iter().all(|s| s.ready),
+            "{name}'s containers are ready: {statuses:?}"
+        );
+    }
+    Ok(())
 }
 
 /// A Cluster and a 2-replica pool, served by modules from a ConfigMap and
@@ -252,6 +290,32 @@ async fn conversion_through_upstreams_service(client: &Client) -> Result<()> {
             .is_some_and(|v| v.starts_with("infrastructure.cluster.x-k8s.io/"))
             && reference["kind"] == "WasmMachinePool",
         "the reference in v1beta1's form: {reference}"
+    );
+    Ok(())
+}
+
+/// A change upstream's validation refuses (a pool moved to another
+/// Cluster), refused by its Pod through the Service: the refusal names the
+/// webhook, which only the API server's call to it gives.
+async fn validation_through_upstreams_service(client: &Client) -> Result<()> {
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let moved = serde_json::json!({ "spec": {
+        "clusterName": "c2",
+        "template": { "spec": { "clusterName": "c2" } },
+    }});
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let refused = pools.patch("p1", &dry_run, &Patch::Merge(&moved)).await;
+    let message = match refused {
+        Err(kube::Error::Api(status)) => status.message,
+        other => bail!("moving the pool to another Cluster is refused: {other:?}"),
+    };
+    ensure!(
+        message.contains("admission webhook \"validation.machinepool.cluster.x-k8s.io\" denied")
+            && message.contains("immutable"),
+        "upstream's validation refused it: {message}"
     );
     Ok(())
 }
