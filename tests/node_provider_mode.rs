@@ -59,23 +59,26 @@ async fn provider_mode_runs_as_pods_beside_upstreams_manager() -> Result<()> {
     apply_all(&client, &provider_mode, MANAGER).await?;
     wait_available(&client, NAMESPACE, DEPLOYMENT, 1, AVAILABLE).await?;
 
-    showing_pods(&client, async {
-        runs_ready(
-            &client,
-            in_cluster::NAMESPACE,
-            in_cluster::SELECTOR,
-            &upstream_image.reference(),
-        )
-        .await?;
-        runs_ready(&client, NAMESPACE, CAPWASM_PODS, &image.reference()).await?;
-        let cloud = pool_running(&node, &client).await?;
-        each_pod_reconciles_its_own(&client).await?;
-        conversion_through_upstreams_service(&client).await?;
-        validation_through_upstreams_service(&client).await?;
-        provider_mode_registers_no_webhook(&client).await?;
-        deleted_with_the_cluster(&node, &client, &cloud).await?;
-        no_request_forbidden(&client).await
-    })
+    showing_pods(
+        &client,
+        Box::pin(async {
+            runs_ready(
+                &client,
+                in_cluster::NAMESPACE,
+                in_cluster::SELECTOR,
+                &upstream_image.reference(),
+            )
+            .await?;
+            runs_ready(&client, NAMESPACE, CAPWASM_PODS, &image.reference()).await?;
+            let cloud = pool_running(&node, &client).await?;
+            each_pod_reconciles_its_own(&client).await?;
+            conversion_through_upstreams_service(&client).await?;
+            validation_through_upstreams_service(&client).await?;
+            provider_mode_registers_no_webhook(&client).await?;
+            deleted_with_the_cluster(&node, &client, &cloud).await?;
+            no_request_forbidden(&client).await
+        }),
+    )
     .await?;
     drop(node);
     Ok(())

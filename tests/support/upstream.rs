@@ -291,8 +291,7 @@ async fn convert_through(server: &ApiServer, port: u16, ca: &str) -> Result<()> 
         if crd.spec.versions.len() < 2 {
             continue;
         }
-        let patch =
-            serde_json::json!({ "spec": { "conversion": conversion(client_config.clone()) } });
+        let patch = serde_json::json!({ "spec": { "conversion": conversion(&client_config) } });
         let name = crd.metadata.name.unwrap_or_default();
         crds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
@@ -301,7 +300,7 @@ async fn convert_through(server: &ApiServer, port: u16, ca: &str) -> Result<()> 
 }
 
 /// A CRD's `spec.conversion` through upstream's webhook at `client_config`.
-fn conversion(client_config: serde_json::Value) -> serde_json::Value {
+fn conversion(client_config: &serde_json::Value) -> serde_json::Value {
     serde_json::json!({
         "strategy": "Webhook",
         "webhook": {

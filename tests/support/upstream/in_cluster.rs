@@ -112,7 +112,7 @@ fn crds(build: &UpstreamBuild, ca: &Ca) -> Result<Vec<DynamicObject>> {
         for crd in crate::crds::read_crds(&file)? {
             let mut value = object_json(&crd)?;
             if crd.spec.versions.len() > 1 {
-                value["spec"]["conversion"] = conversion(client_config.clone());
+                value["spec"]["conversion"] = conversion(&client_config);
             }
             objects.push(dynamic(value)?);
         }
