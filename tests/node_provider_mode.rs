@@ -17,6 +17,7 @@ use capwasm::simcloud::{InstanceState, RunningSimCloud};
 use capwasm::testing::objects::ClusterBuilder;
 use futures::FutureExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod, Service};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -58,6 +59,25 @@ async fn provider_mode_runs_as_pods_beside_upstreams_manager() -> Result<()> {
     let provider_mode = rendered("provider-mode", &image)?;
     apply_all(&client, &provider_mode, MANAGER).await?;
     wait_available(&client, NAMESPACE, DEPLOYMENT, 1, AVAILABLE).await?;
+    // The controller manager gathers deploy/provider-mode/'s rules into
+    // upstream's role on its own time; no object of capwasm's kinds is
+    // made before, so that a refusal in the logs is a missing rule.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    wait_for(
+        &roles,
+        in_cluster::AGGREGATED_ROLE,
+        "upstream's role holds deploy/provider-mode/'s rules",
+        |role| {
+            role.and_then(|r| r.rules.as_ref()).is_some_and(|rules| {
+                rules.iter().any(|r| {
+                    r.resources
+                        .as_ref()
+                        .is_some_and(|r| r.iter().any(|r| r == "wasmmachinepools"))
+                })
+            })
+        },
+    )
+    .await;
 
     showing_pods(
         &client,
