@@ -16,6 +16,9 @@ use capwasm::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmM
 use capwasm::simcloud::{InstanceState, RunningSimCloud};
 use capwasm::testing::objects::ClusterBuilder;
 use futures::FutureExt as _;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ServiceReference, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -358,6 +361,36 @@ async fn provider_mode_registers_no_webhook(client: &Client) -> Result<()> {
     ensure!(
         !names.iter().any(|n| n == "capwasm-webhook"),
         "no webhook Service in {NAMESPACE}: {names:?}"
+    );
+    // Every admission webhook is upstream's, called through its Service.
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let mut services: Vec<(String, ServiceReference)> = Vec::new();
+    for configuration in validating.list(&ListParams::default()).await?.items {
+        for webhook in configuration.webhooks.unwrap_or_default() {
+            services.extend(webhook.client_config.service.map(|s| (webhook.name, s)));
+        }
+    }
+    for configuration in mutating.list(&ListParams::default()).await?.items {
+        for webhook in configuration.webhooks.unwrap_or_default() {
+            services.extend(webhook.client_config.service.map(|s| (webhook.name, s)));
+        }
+    }
+    ensure!(
+        services
+            .iter()
+            .any(|(_, s)| s.namespace == in_cluster::NAMESPACE
+                && s.name == in_cluster::WEBHOOK_SERVICE),
+        "upstream's admission webhooks are registered: {services:?}"
+    );
+    let capwasm: Vec<&String> = services
+        .iter()
+        .filter(|(_, s)| s.namespace == NAMESPACE)
+        .map(|(name, _)| name)
+        .collect();
+    ensure!(
+        capwasm.is_empty(),
+        "admission webhooks calling {NAMESPACE}: {capwasm:?}"
     );
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds.list(&ListParams::default()).await?.items {
