@@ -51,7 +51,8 @@ install -d -m 1777 "$rootfs/tmp"
 chmod 0755 "$layout"
 tar --create --file "$layout.tar" --directory "$layout" --sort=name --owner=0 --group=0 --numeric-owner \
   --mtime="@$epoch" oci-layout index.json blobs
-rm -rf "$out" "$out.tar"
+# Images of an earlier manager are not used again.
+rm -rf "$cache_root/image/cluster-api-$version-"*
 mv "$layout.tar" "$out.tar"
 mv "$layout" "$out"
 trap 'rm -rf "$rootfs"' EXIT
