@@ -63,6 +63,7 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
     pods::apply_all(
         &client,
         &pods::rendered(&pods::deploy_dir(""), &image.reference())?,
+        pods::MANAGER,
     )
     .await?;
     pods::wait_rolled_out(&client, 1).await?;
@@ -271,7 +272,7 @@ async fn an_operator_that_cannot_start_says_why_and_the_running_one_keeps_servin
 
     // No CRDs: the first Pod never starts; applying them and replacing it
     // is the whole remedy.
-    pods::apply_all(&client, &rest).await?;
+    pods::apply_all(&client, &rest, pods::MANAGER).await?;
     let first = crashes_saying(&client, &[], "the capwasm CRDs are not installed").await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let status = deployments.get_status(DEPLOYMENT).await?.status;
@@ -280,7 +281,7 @@ async fn an_operator_that_cannot_start_says_why_and_the_running_one_keeps_servin
         Some(1),
         "{status:?}"
     );
-    pods::apply_all(&client, &crds).await?;
+    pods::apply_all(&client, &crds, pods::MANAGER).await?;
     let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     operator_pods
         .delete(&first, &DeleteParams::default())
@@ -323,7 +324,7 @@ async fn an_operator_that_cannot_start_says_why_and_the_running_one_keeps_servin
     wait_for_pool(&pools, "p1", "Running", 2).await;
     conversion_goes_through_the_service(&client, &served.namespace).await?;
     // The rollout undone: deploy/ applied again.
-    pods::apply_all(&client, &rest).await?;
+    pods::apply_all(&client, &rest, pods::MANAGER).await?;
     pods::wait_rolled_out(&client, 1).await?;
 
     // The ClusterRoleBinding removed, then a new Pod: it cannot list what
@@ -415,7 +416,7 @@ async fn crashes_saying(client: &Client, running: &[String], text: &str) -> Resu
             bail!(
                 "no new operator Pod exited saying {text:?} within {:?}\n{}",
                 pods::AVAILABLE,
-                pods::describe(client).await
+                pods::describe(client, NAMESPACE).await
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

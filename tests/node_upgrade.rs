@@ -95,7 +95,12 @@ async fn the_newest_release_upgrades_to_this_tree_and_back_with_every_pool_runni
 /// Applies the kustomization `dir` with `image` and waits until its one
 /// Pod runs that image, ready.
 async fn install(client: &Client, dir: &Path, image: &OperatorImage) -> Result<()> {
-    pods::apply_all(client, &pods::rendered(dir, &image.reference())?).await?;
+    pods::apply_all(
+        client,
+        &pods::rendered(dir, &image.reference())?,
+        pods::MANAGER,
+    )
+    .await?;
     pods::wait_rolled_out(client, 1).await?;
     let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let running: Vec<(String, Option<String>)> = operator_pods
@@ -118,7 +123,7 @@ async fn install(client: &Client, dir: &Path, image: &OperatorImage) -> Result<(
         bail!(
             "after the rollout one Pod runs {}: {running:?}\n{}",
             image.reference(),
-            pods::describe(client).await
+            pods::describe(client, NAMESPACE).await
         );
     }
     eprintln!("{} runs {}", running[0].0, image.revision);

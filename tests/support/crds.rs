@@ -43,7 +43,7 @@ pub async fn install_crds(client: &Client, paths: &[PathBuf]) -> Result<Vec<Stri
     Ok(names)
 }
 
-fn crd_files(path: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn crd_files(path: &Path) -> Result<Vec<PathBuf>> {
     let unreadable = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -65,7 +65,7 @@ fn crd_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn read_crds(file: &Path) -> Result<Vec<CustomResourceDefinition>> {
+pub(crate) fn read_crds(file: &Path) -> Result<Vec<CustomResourceDefinition>> {
     let invalid = |message: String| Error::CrdFile {
         path: file.to_path_buf(),
         message,

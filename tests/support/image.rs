@@ -1,6 +1,7 @@
-//! capwasm's operator image, as `make image` builds it (`image/build.sh`).
+//! capwasm's operator image, as `make image` builds it (`image/build.sh`),
+//! and upstream Cluster API's manager packed by the same `image/pack.sh`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::binaries::build_script_with;
 use crate::{Error, Result};
@@ -50,21 +51,13 @@ impl OperatorImage {
             Some(layout) => PathBuf::from(layout),
             None => build_script_with("../image/build.sh", args)?,
         };
-        let read = |name: &str| {
-            let path = layout.join(name);
-            std::fs::read_to_string(&path)
-                .map(|text| text.trim().to_owned())
-                .map_err(|source| Error::Io { path, source })
-        };
-        let digest = read("digest")?;
-        let revision = read("revision")?;
-        let mut archive = layout.clone().into_os_string();
-        archive.push(".tar");
+        let (archive, digest) = archive_and_digest(&layout)?;
+        let revision = read_trimmed(&layout.join("revision"))?;
         Ok(Self {
-            archive: archive.into(),
+            layout,
+            archive,
             digest,
             revision,
-            layout,
         })
     }
 
@@ -72,4 +65,61 @@ impl OperatorImage {
     pub fn reference(&self) -> String {
         format!("{REPOSITORY}@{}", self.digest)
     }
+}
+
+/// The repository of [`UpstreamImage`] (`tests/upstream-capi/image.sh`):
+/// built here, not upstream's release image.
+pub const UPSTREAM_REPOSITORY: &str = "localhost/capwasm-tests/cluster-api-controller";
+
+/// Upstream Cluster API's core manager (`tests/upstream-capi/build.sh`) as
+/// an image: the binary alone, packed by `image/pack.sh`.
+#[derive(Clone, Debug)]
+pub struct UpstreamImage {
+    /// The OCI image layout directory.
+    pub layout: PathBuf,
+    /// The same as an OCI archive (`ctr images import`).
+    pub archive: PathBuf,
+    /// `sha256:<hex>` of the manifest.
+    pub digest: String,
+}
+
+impl UpstreamImage {
+    /// Packs the manager (building it the first time), or reuses the image
+    /// packed from the same binary.
+    ///
+    /// # Errors
+    ///
+    /// If the build or the packing fails.
+    pub fn build() -> Result<Self> {
+        let layout = build_script_with("upstream-capi/image.sh", &[])?;
+        let (archive, digest) = archive_and_digest(&layout)?;
+        Ok(Self {
+            layout,
+            archive,
+            digest,
+        })
+    }
+
+    /// `<UPSTREAM_REPOSITORY>@sha256:...`.
+    pub fn reference(&self) -> String {
+        format!("{UPSTREAM_REPOSITORY}@{}", self.digest)
+    }
+}
+
+/// The archive beside `layout` (`<layout>.tar`) and the digest in its
+/// `digest` file.
+fn archive_and_digest(layout: &Path) -> Result<(PathBuf, String)> {
+    let digest = read_trimmed(&layout.join("digest"))?;
+    let mut archive = layout.as_os_str().to_owned();
+    archive.push(".tar");
+    Ok((archive.into(), digest))
+}
+
+fn read_trimmed(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map(|text| text.trim().to_owned())
+        .map_err(|source| Error::Io {
+            path: path.to_owned(),
+            source,
+        })
 }

@@ -26,8 +26,8 @@ pub const NAMESPACE: &str = "capwasm-system";
 pub const DEPLOYMENT: &str = "capwasm-controller-manager";
 /// The label every operator Pod carries.
 pub const SELECTOR: &str = "app.kubernetes.io/name=capwasm";
-/// The field manager of what the tests apply.
-const MANAGER: &str = "capwasm-tests";
+/// The field manager of what the tests apply of deploy/.
+pub const MANAGER: &str = "capwasm-tests";
 /// From apply to an available Deployment: the image is in containerd
 /// already, the Pod waits for its readiness probe (every 10 s).
 pub const AVAILABLE: Duration = Duration::from_secs(120);
@@ -79,36 +79,49 @@ pub fn rendered(dir: &Path, image: &str) -> Result<Vec<DynamicObject>> {
     Ok(objects)
 }
 
-/// Applies every object server-side, taking over any field another
-/// manager set (as `kubectl apply --server-side --force-conflicts`).
+/// Applies every object in order, server-side as `manager`, taking over
+/// any field another manager set (as `kubectl apply --server-side
+/// --force-conflicts`).
 ///
 /// # Errors
 ///
 /// The first object the API server refuses.
-pub async fn apply_all(client: &Client, objects: &[DynamicObject]) -> Result<()> {
-    let params = PatchParams::apply(MANAGER).force();
+pub async fn apply_all(client: &Client, objects: &[DynamicObject], manager: &str) -> Result<()> {
+    let params = PatchParams::apply(manager).force();
     for object in objects {
-        crate::kustomize::apply(client, object, &params).await?;
+        crate::kustomize::apply(client, object, &params)
+            .await
+            .map_err(|e| {
+                let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+                Error::Manifest(format!(
+                    "applying {kind} {}: {}",
+                    object.name_any(),
+                    capwasm::report::error_chain(&e)
+                ))
+            })?;
     }
     Ok(())
 }
 
-/// What a user would look at when the Deployment does not become
-/// available (`kubectl describe pods`, `kubectl logs`): each operator Pod's
-/// status, the events about it, and its container's last lines — of the
-/// previous run too, for a container that restarted.
-pub async fn describe(client: &Client) -> String {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+/// What a user would look at when a Deployment does not become available
+/// (`kubectl describe pods`, `kubectl logs`): each Pod of `namespace` with
+/// its status, the events about it, and its container's last lines — of
+/// the previous run too, for a container that restarted.
+pub async fn describe(client: &Client, namespace: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let mut text = String::new();
-    let list = match pods.list(&ListParams::default().labels(SELECTOR)).await {
+    let list = match pods.list(&ListParams::default()).await {
         Ok(list) => list,
-        Err(e) => return format!("the Pods could not be listed: {e}"),
+        Err(e) => return format!("the Pods of {namespace} could not be listed: {e}"),
     };
+    if list.items.is_empty() {
+        return format!("{namespace} has no Pods");
+    }
     for pod in list {
         let name = pod.name_any();
         let status = serde_json::to_string_pretty(&pod.status).unwrap_or_default();
-        let _ = writeln!(text, "Pod {name}\n{status}");
+        let _ = writeln!(text, "Pod {namespace}/{name}\n{status}");
         let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
         if let Ok(events) = events.list(&about).await {
             for event in events {
@@ -154,10 +167,25 @@ pub async fn describe(client: &Client) -> String {
 ///
 /// When that does not happen within [`AVAILABLE`], with [`describe`].
 pub async fn wait_rolled_out(client: &Client, replicas: i32) -> Result<Deployment> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    wait_deployment_rolled_out(client, NAMESPACE, DEPLOYMENT, replicas, AVAILABLE).await
+}
+
+/// [`wait_rolled_out`] for Deployment `namespace/name`, `within` a time.
+///
+/// # Errors
+///
+/// As [`wait_rolled_out`].
+pub async fn wait_deployment_rolled_out(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+    within: Duration,
+) -> Result<Deployment> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let started = tokio::time::Instant::now();
     loop {
-        let deployment = deployments.get(DEPLOYMENT).await?;
+        let deployment = deployments.get(name).await?;
         let generation = deployment.metadata.generation;
         let status = deployment.status.clone().unwrap_or_default();
         let done = status.observed_generation == generation
@@ -167,14 +195,40 @@ pub async fn wait_rolled_out(client: &Client, replicas: i32) -> Result<Deploymen
         if done {
             return Ok(deployment);
         }
-        if started.elapsed() > AVAILABLE {
+        if started.elapsed() > within {
             return Err(Error::Node(format!(
-                "{replicas} replicas of {DEPLOYMENT} not rolled out within {AVAILABLE:?}: {status:?}\n{}",
-                describe(client).await
+                "{replicas} replicas of {namespace}/{name} not rolled out within {within:?}: {status:?}\n{}",
+                describe(client, namespace).await
             )));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The whole log of each Pod (of its one container) in `namespace` labelled
+/// `selector`, each line prefixed with its Pod's name.
+///
+/// # Errors
+///
+/// If the Pods cannot be listed or a log read; a namespace with no such
+/// Pod is an error too, so that no check passes on logs never read.
+pub async fn logs(client: &Client, namespace: &str, selector: &str) -> Result<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods.list(&ListParams::default().labels(selector)).await?;
+    if list.items.is_empty() {
+        return Err(Error::Node(format!(
+            "no Pod in {namespace} is labelled {selector}"
+        )));
+    }
+    let mut text = String::new();
+    for pod in list {
+        let name = pod.name_any();
+        let log = pods.logs(&name, &LogParams::default()).await?;
+        for line in log.lines() {
+            let _ = writeln!(text, "{name}: {line}");
+        }
+    }
+    Ok(text)
 }
 
 /// A Cluster the operator's Pods serve: its namespace, the simulated cloud

@@ -2,7 +2,9 @@
 //! `tests/upstream-capi/build.sh`, run against an [`ApiServer`] the way a
 //! user runs it beside capwasm's providers: MachinePool on, topology off, no
 //! leader election, every address on loopback, its conversion and admission
-//! webhooks registered.
+//! webhooks registered. [`in_cluster`] installs the same manager as Pods.
+
+pub mod in_cluster;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -137,14 +139,60 @@ const ADMITTED: [&str; 2] = ["clusters", "machinepools"];
 /// manager on `port` trusted through `ca`, and waits until the API server
 /// calls them.
 async fn admit_through(server: &ApiServer, port: u16, ca: &str, manifests: &str) -> Result<()> {
+    use kube::api::{Api, PostParams};
+
+    let ca_bundle = ca_bundle(ca);
+    let client = server.client()?;
+    let configurations = admission_configurations(manifests, Some(&ADMITTED), |path| {
+        serde_json::json!({
+            "url": format!("https://127.0.0.1:{port}{path}"),
+            "caBundle": ca_bundle,
+        })
+    })?;
+    for (resource, configuration) in configurations {
+        Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource)
+            .create(&PostParams::default(), &configuration)
+            .await?;
+    }
+    defaulting_is_live(&client).await
+}
+
+/// `ca` (PEM) as a webhook's `caBundle`.
+fn ca_bundle(ca: &str) -> String {
     use base64::Engine as _;
-    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    base64::engine::general_purpose::STANDARD.encode(ca)
+}
+
+/// Upstream's generated webhook configurations (`manifests`), the webhooks
+/// of `only` these resources when given, each calling what
+/// `client_config(path)` says; with the resource of each configuration's kind.
+fn admission_configurations(
+    manifests: &str,
+    only: Option<&[&str]>,
+    client_config: impl Fn(&str) -> serde_json::Value,
+) -> Result<Vec<(kube::api::ApiResource, kube::api::DynamicObject)>> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     use serde::Deserialize as _;
     use serde_json::Value;
 
     let invalid = |e: String| Error::Binaries(format!("upstream's webhook manifests: {e}"));
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
-    let client = server.client()?;
+    let wanted = |webhook: &Value| {
+        let Some(only) = only else {
+            return true;
+        };
+        webhook["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|rule| {
+                rule["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|r| r.as_str().is_some_and(|r| only.contains(&r)))
+            })
+    };
+    let mut configurations = Vec::new();
     let mut registered = 0;
     for document in serde_yaml_ng::Deserializer::from_str(manifests) {
         let mut configuration = Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
@@ -155,27 +203,11 @@ async fn admit_through(server: &ApiServer, port: u16, ca: &str, manifests: &str)
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|webhook| {
-                webhook["rules"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|rule| {
-                        rule["resources"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .any(|r| r.as_str().is_some_and(|r| ADMITTED.contains(&r)))
-                    })
-            })
+            .filter(|webhook| wanted(webhook))
             .map(|webhook| {
                 let mut webhook = webhook.clone();
                 let path = webhook["clientConfig"]["service"]["path"].clone();
-                let path = path.as_str().unwrap_or_default();
-                webhook["clientConfig"] = serde_json::json!({
-                    "url": format!("https://127.0.0.1:{port}{path}"),
-                    "caBundle": ca_bundle,
-                });
+                webhook["clientConfig"] = client_config(path.as_str().unwrap_or_default());
                 webhook
             })
             .collect();
@@ -188,19 +220,17 @@ async fn admit_through(server: &ApiServer, port: u16, ca: &str, manifests: &str)
         ));
         let object: DynamicObject =
             serde_json::from_value(configuration).map_err(|e| invalid(e.to_string()))?;
-        Api::<DynamicObject>::all_with(client.clone(), &resource)
-            .create(&PostParams::default(), &object)
-            .await?;
+        configurations.push((resource, object));
     }
     if registered == 0 {
-        return Err(invalid(format!("no webhook for {ADMITTED:?}")));
+        return Err(invalid(format!("no webhook for {only:?}")));
     }
-    defaulting_is_live(&client).await
+    Ok(configurations)
 }
 
 /// Waits until the API server calls the manager's MachinePool defaulting:
 /// a dry-run pool without the cluster-name label comes back with it.
-async fn defaulting_is_live(client: &kube::Client) -> Result<()> {
+pub(crate) async fn defaulting_is_live(client: &kube::Client) -> Result<()> {
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
@@ -249,29 +279,33 @@ async fn defaulting_is_live(client: &kube::Client) -> Result<()> {
 /// manager's conversion webhook on `port`, trusted through `ca`: upstream's
 /// own wiring, with a loopback URL for the Service its kustomization uses.
 async fn convert_through(server: &ApiServer, port: u16, ca: &str) -> Result<()> {
-    use base64::Engine as _;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ListParams, Patch, PatchParams};
 
     let crds: Api<CustomResourceDefinition> = Api::all(server.client()?);
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    let client_config = serde_json::json!({
+        "url": format!("https://127.0.0.1:{port}/convert"),
+        "caBundle": ca_bundle(ca),
+    });
     for crd in crds.list(&ListParams::default()).await?.items {
         if crd.spec.versions.len() < 2 {
             continue;
         }
-        let patch = serde_json::json!({ "spec": { "conversion": {
-            "strategy": "Webhook",
-            "webhook": {
-                "conversionReviewVersions": ["v1", "v1beta1"],
-                "clientConfig": {
-                    "url": format!("https://127.0.0.1:{port}/convert"),
-                    "caBundle": ca_bundle,
-                },
-            },
-        }}});
+        let patch = serde_json::json!({ "spec": { "conversion": conversion(&client_config) } });
         let name = crd.metadata.name.unwrap_or_default();
         crds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
     Ok(())
+}
+
+/// A CRD's `spec.conversion` through upstream's webhook at `client_config`.
+fn conversion(client_config: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1", "v1beta1"],
+            "clientConfig": client_config,
+        },
+    })
 }
