@@ -5,8 +5,6 @@
 //! runs as a Pod: read-only root filesystem, non-root, its probes, its
 //! ServiceAccount's rights through the `kubernetes` Service.
 
-use std::fmt::Write as _;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -17,92 +15,19 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt as _, ResourceExt};
 use testenv::flows::{Objects, create, scale, v1beta1_api, wait_for, wait_for_pool};
-use testenv::image::{OperatorImage, REPOSITORY};
+use testenv::image::OperatorImage;
 use testenv::node::{HOST_ADDRESS, Node};
+use testenv::pods::{NAMESPACE, apply_all, describe_pods, rendered};
 
-const NAMESPACE: &str = "capwasm-system";
 const DEPLOYMENT: &str = "capwasm-controller-manager";
-const MANAGER: &str = "capwasm-tests";
 /// The operator's leader-election Lease.
 const LEASE: &str = "capwasm-leader";
 /// From apply to an available Deployment: the image is in containerd
 /// already, the Pod waits for its readiness probe (every 10 s).
 const AVAILABLE: Duration = Duration::from_secs(120);
-
-/// deploy/<variant> as kustomize renders it, the image named by digest.
-fn rendered(variant: &str, image: &OperatorImage) -> Result<Vec<DynamicObject>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy")
-        .join(variant);
-    let mut objects = testenv::kustomize::objects(&dir)?;
-    let mut named = 0;
-    for object in &mut objects {
-        let Some(containers) = object
-            .data
-            .pointer_mut("/spec/template/spec/containers")
-            .and_then(|c| c.as_array_mut())
-        else {
-            continue;
-        };
-        for container in containers {
-            let Some(image_field) = container.get_mut("image") else {
-                continue;
-            };
-            if image_field
-                .as_str()
-                .is_some_and(|i| i.starts_with(&format!("{REPOSITORY}:")))
-            {
-                *image_field = serde_json::Value::String(image.reference());
-                named += 1;
-            }
-        }
-    }
-    if named == 0 {
-        bail!("deploy/{variant} names no {REPOSITORY} image");
-    }
-    Ok(objects)
-}
-
-async fn apply_all(client: &Client, objects: &[DynamicObject]) -> Result<()> {
-    let params = PatchParams::apply(MANAGER).force();
-    for object in objects {
-        testenv::kustomize::apply(client, object, &params)
-            .await
-            .with_context(|| format!("applying {}", object.name_any()))?;
-    }
-    Ok(())
-}
-
-/// What a user would look at when the Deployment does not become
-/// available: each Pod's phase, conditions, container states and logs.
-async fn describe_pods(client: &Client) -> String {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut text = String::new();
-    let Ok(list) = pods.list(&ListParams::default()).await else {
-        return "the Pods could not be listed".into();
-    };
-    for pod in list {
-        let name = pod.name_any();
-        let status = serde_json::to_string_pretty(&pod.status).unwrap_or_default();
-        let logs = pods
-            .logs(
-                &name,
-                &LogParams {
-                    tail_lines: Some(40),
-                    ..LogParams::default()
-                },
-            )
-            .await
-            .unwrap_or_else(|e| format!("(no logs: {e})"));
-        let _ = writeln!(text, "Pod {name}\n{status}\nlogs:\n{logs}");
-    }
-    text
-}
 
 /// What a standalone install running as Pods holds once its pool runs.
 struct Installed {

@@ -31,6 +31,7 @@ pub mod kustomize;
 pub mod moto;
 pub mod node;
 pub mod operator;
+pub mod pods;
 mod ports;
 mod probe;
 mod process;
