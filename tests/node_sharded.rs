@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use capwasm::api::providermodule::World;
 use capwasm::api::{
-    HasStatus, MachinePool, ObjectStatus as _, ProviderModule, WasmBootstrapConfig,
+    HasStatus, MachinePool, ObjectStatus as _, ProviderModule, WasmBootstrapConfig, WasmMachinePool,
 };
 use capwasm::controllers::shard;
 use capwasm::simcloud::RunningSimCloud;
@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use testenv::flows::{Modules, Objects, Providers, condition, create, create_pool, scale};
 use testenv::image::OperatorImage;
 use testenv::node::{HOST_ADDRESS, Node};
@@ -143,14 +143,15 @@ async fn cluster(
     Ok(())
 }
 
+/// Events by the object they are about, (kind, name): each as its
+/// `reportingInstance`, reason and note.
+type Reported = BTreeMap<(String, String), Vec<(String, String, String)>>;
+
 /// Who reported the Events about each object of `ns`: (kind, name) to the
 /// Events' `reportingInstance`s, each with its reason and note.
-async fn reporters(
-    client: &Client,
-    ns: &str,
-) -> Result<BTreeMap<(String, String), Vec<(String, String, String)>>> {
+async fn reporters(client: &Client, ns: &str) -> Result<Reported> {
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let mut by_object: BTreeMap<(String, String), Vec<(String, String, String)>> = BTreeMap::new();
+    let mut by_object = Reported::new();
     for event in events.list(&ListParams::default()).await? {
         let Some(regarding) = event.regarding else {
             continue;
@@ -300,7 +301,10 @@ async fn the_sharded_statefulset_spreads_pools_over_its_shards_and_a_deleted_sha
     }
     each_by_its_shard(&client, &placed, "provisioned").await?;
 
-    a_shard_pod_returns_and_its_pool_scales(&client, &cloud, &placed).await?;
+    Box::pin(a_shard_pod_returns_and_its_pool_scales(
+        &client, &cloud, &placed,
+    ))
+    .await?;
     each_by_its_shard(&client, &placed, "after the return").await?;
     drop(node);
     Ok(())
@@ -359,11 +363,18 @@ async fn a_shard_pod_returns_and_its_pool_scales(
         |l| holder(l).as_deref() == Some(name.as_str()),
     )
     .await?;
+    let spec = lease.and_then(|l| l.spec).context("the Lease's spec")?;
     eprintln!(
-        "{name} Ready again {:.1} s after the delete; Lease {}: {:?}",
+        "{name} Ready again {:.1} s after the delete; Lease {}: {spec:?}",
         deleted.elapsed().as_secs_f64(),
         lease_of(VICTIM),
-        lease.and_then(|l| l.spec)
+    );
+    // Taken by the Pod that came back, not left to the one that went.
+    let acquired = spec.acquire_time.map(|t| t.0);
+    let created = back.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    assert!(
+        acquired.is_some() && acquired >= created,
+        "the Lease acquired at {acquired:?}, the Pod made at {created:?}"
     );
 
     let pool = wait_until(client, &pools, &scaled.pool, "Running with 3", WAIT, |p| {
@@ -412,9 +423,80 @@ async fn a_shard_pod_returns_and_its_pool_scales(
     Ok(())
 }
 
-/// Pools of the memory-bomb provider: at 64 MiB each, two calls at once
-/// already cross the 96 MiB all guests share.
-const BOMBS: usize = 4;
+/// A hostile provider and the pools it serves.
+struct Hostile {
+    module: &'static str,
+    world: World,
+    file: &'static str,
+    /// Its objects' `spec.config`.
+    config: Value,
+    pools: usize,
+    /// The Ready reasons its objects may come to.
+    reasons: &'static [&'static str],
+    /// What the Ready message names.
+    says: &'static str,
+}
+
+/// The deadline of the hostile modules' calls.
+const HOSTILE_DEADLINE_MILLIS: u32 = 2000;
+/// Calls of the memory bomb that met a memory bound before the figures
+/// are taken: the load kept up while the good pool scales, and after.
+const BOMBS_MET: f64 = 40.0;
+
+/// The neighbours: bombs allocating until stopped (at 64 MiB each, two
+/// calls at once already cross the 96 MiB all guests share), calls asleep
+/// on a timer or spinning until their deadline, each holding an instance
+/// slot, strings of 400 KB, results over the output limit.
+fn neighbours() -> Vec<Hostile> {
+    let deadline: &[&str] = &["GuestTimedOut", "ProviderThrottled"];
+    vec![
+        Hostile {
+            module: "memory-bomb",
+            world: World::Bootstrap,
+            file: "hostile_memory_bomb.wasm",
+            config: json!({}),
+            pools: 8,
+            reasons: &["GuestMemoryLimit"],
+            says: "memory",
+        },
+        Hostile {
+            module: "timer-sleep",
+            world: World::Bootstrap,
+            file: "hostile_timer_sleep.wasm",
+            config: json!({ "seconds": 60 }),
+            pools: 6,
+            reasons: deadline,
+            says: "deadline",
+        },
+        Hostile {
+            module: "infinite-loop",
+            world: World::Bootstrap,
+            file: "hostile_infinite_loop.wasm",
+            config: json!({}),
+            pools: 2,
+            reasons: deadline,
+            says: "deadline",
+        },
+        Hostile {
+            module: "huge-strings",
+            world: World::Bootstrap,
+            file: "hostile_huge_strings.wasm",
+            config: json!({ "field": "terminalMessage" }),
+            pools: 2,
+            reasons: &["ProviderFailed"],
+            says: "…[+",
+        },
+        Hostile {
+            module: "bad-results",
+            world: World::Infrastructure,
+            file: "hostile_bad_results.wasm",
+            config: json!({ "mode": "emptyAddresses" }),
+            pools: 1,
+            reasons: &["GuestOutputTooLarge"],
+            says: "output limit",
+        },
+    ]
+}
 
 /// `256Mi`, `1Gi`, `512Ki` or plain bytes, as a Pod's memory limit is written.
 fn bytes_of(quantity: &str) -> Result<u64> {
@@ -447,12 +529,13 @@ fn written_limit(objects: &[kube::api::DynamicObject]) -> Result<u64> {
 
 /// deploy/ as written: the operator's container under its memory limit
 /// (the kernel's, read from its cgroup, is the one written), serving a good
-/// pool beside [`BOMBS`] pools of a provider that allocates until it is
-/// stopped. The container is never OOM-killed or restarted, the good pool
-/// reaches Running and scales from 2 to 4, and each bomb's bootstrap config
-/// says it met its memory limit. Prints the container's memory.
+/// pool beside the pools of hostile providers ([`neighbours`]). The
+/// container is never OOM-killed or restarted, the good pool reaches
+/// Running and scales from 2 to 4, each hostile object says which bound
+/// it met; the bombs go on until they have met a memory bound
+/// [`BOMBS_MET`] times. Prints the container's memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_standalone_operator_holds_its_memory_limit_beside_a_memory_bomb() -> Result<()> {
+async fn the_standalone_operator_holds_its_memory_limit_beside_hostile_providers() -> Result<()> {
     let image = OperatorImage::build()?;
     let node = Node::start(&[&image.archive]).await?;
     let client = node.client()?;
@@ -479,49 +562,19 @@ async fn the_standalone_operator_holds_its_memory_limit_beside_a_memory_bomb() -
     let modules = objects
         .modules_from_config_map(&client, "good", NAMESPACE, &HOST_ADDRESS.to_string())
         .await?;
-    let bomb = memory_bomb_module(&client).await?;
+    let neighbours = neighbours();
+    for hostile in &neighbours {
+        hostile_module(&client, hostile).await?;
+    }
     for name in ["good", "hostile"] {
         cluster(&node, &client, &objects, &modules, ns, name).await?;
     }
     let good = objects.providers(&modules);
-    let bombs = Providers {
-        bootstrap: (bomb, json!({})),
-        infrastructure: good.infrastructure.clone(),
-    };
-    for i in 0..BOMBS {
-        let pool = MachinePoolBuilder::new(ns, &format!("bomb-{i}"), "hostile")
-            .replicas(1)
-            .build();
-        create_pool(&client, &pool, &bombs).await?;
-    }
+    hostile_pools(&client, ns, &good, &neighbours).await?;
     let pool = MachinePoolBuilder::new(ns, "good-pool", "good")
         .replicas(2)
         .build();
     create_pool(&client, &pool, &good).await?;
-
-    // Each bomb says which bound it met.
-    let configs: Api<WasmBootstrapConfig> = Api::namespaced(client.clone(), ns);
-    let ready = |c: &WasmBootstrapConfig| condition(c.status()?.conditions(), "Ready");
-    for i in 0..BOMBS {
-        let name = format!("bomb-{i}");
-        let config = wait_until(
-            &client,
-            &configs,
-            &name,
-            "Ready False for GuestMemoryLimit",
-            WAIT,
-            |c| {
-                c.and_then(ready).is_some_and(|(status, reason, _)| {
-                    status == "False" && reason == "GuestMemoryLimit"
-                })
-            },
-        )
-        .await?
-        .context("the bomb's config")?;
-        let (_, _, message) = ready(&config).context("its Ready condition")?;
-        eprintln!("{name}: GuestMemoryLimit: {message}");
-        assert!(message.contains("memory"), "{name}: {message}");
-    }
 
     // The good pool reaches Running beside them, and scales.
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), ns);
@@ -536,23 +589,58 @@ async fn the_standalone_operator_holds_its_memory_limit_beside_a_memory_bomb() -
     .await?;
     let instances = cloud.cloud().instances_of(&format!("{ns}/good-pool"));
     assert_eq!(instances.len(), 4, "{instances:?}");
-    // The bombs went on meanwhile: each has met its limit again since.
-    let events = reporters(&client, ns).await?;
-    for i in 0..BOMBS {
-        let name = format!("bomb-{i}");
-        let notes: Vec<&String> = events
-            .get(&("WasmBootstrapConfig".to_owned(), name.clone()))
-            .into_iter()
-            .flatten()
-            .filter(|(_, reason, _)| reason == "GuestMemoryLimit")
-            .map(|(_, _, note)| note)
-            .collect();
-        eprintln!("{name}: GuestMemoryLimit Events: {notes:?}");
-    }
 
+    // Each hostile object says which bound it met.
+    for hostile in &neighbours {
+        for i in 0..hostile.pools {
+            let name = format!("{}-{i}", hostile.module);
+            let (reason, message) = hostile_ready(&client, ns, hostile, &name).await?;
+            let shown: String = message.chars().take(160).collect();
+            eprintln!("{name}: {reason}: {shown}");
+            assert!(message.contains(hostile.says), "{name}: {message}");
+            assert!(message.len() < 2048, "{name}: {} bytes", message.len());
+        }
+    }
+    let calls = guest_calls(&client, &pod.name_any(), BOMBS_MET).await?;
+
+    eprintln!("provider calls by outcome: {calls:#?}");
+    never_killed(&client, &pod.name_any(), watch).await?;
+    drop(node);
+    Ok(())
+}
+
+/// Pools of Cluster `hostile`, `<module>-<i>`, each of `neighbours`
+/// serving one side of them, `good` the other.
+async fn hostile_pools(
+    client: &Client,
+    ns: &str,
+    good: &Providers,
+    neighbours: &[Hostile],
+) -> Result<()> {
+    for hostile in neighbours {
+        let mut providers = good.clone();
+        let side = if hostile.world == World::Bootstrap {
+            &mut providers.bootstrap
+        } else {
+            &mut providers.infrastructure
+        };
+        *side = (hostile.module.to_owned(), hostile.config.clone());
+        for i in 0..hostile.pools {
+            let pool = MachinePoolBuilder::new(ns, &format!("{}-{i}", hostile.module), "hostile")
+                .replicas(1)
+                .build();
+            create_pool(client, &pool, &providers).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Stops `watch` on Pod `pod`'s operator container and asserts that it was
+/// never restarted nor had a process OOM-killed; prints its memory.
+async fn never_killed(client: &Client, pod: &str, watch: MemoryWatch) -> Result<()> {
     let peaks = watch.stop().await;
     let now = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-        .get(&pod.name_any())
+        .get(pod)
         .await?;
     let status = now
         .status
@@ -568,15 +656,15 @@ async fn the_standalone_operator_holds_its_memory_limit_beside_a_memory_bomb() -
     if restarted {
         bail!(
             "the operator's container was restarted: {status:#?}\n{}",
-            describe_pods(&client).await
+            describe_pods(client).await
         );
     }
     let peaks = peaks?;
-    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    let mib = |bytes: u64| f64::from(u32::try_from(bytes >> 10).unwrap_or(u32::MAX)) / 1024.0;
     eprintln!(
-        "operator container, limit {:.0} MiB: peak working set {:.1} MiB, peak RSS {:.1} MiB, \
-         kernel's max usage {:.1} MiB (page cache included), usage met the limit {} times, \
-         OOM kills {:?}; {} readings",
+        "operator container, limit {:.0} MiB: peak working set {:.1} MiB, peak RSS {:.1} MiB \
+         (read every 250 ms), the kernel's max usage {:.1} MiB (page cache included), usage \
+         met the limit {} times, OOM kills {:?}; {} readings",
         mib(peaks.last.limit),
         mib(peaks.working_set),
         mib(peaks.rss),
@@ -589,40 +677,137 @@ async fn the_standalone_operator_holds_its_memory_limit_beside_a_memory_bomb() -
         peaks.last.oom_kills.unwrap_or(0),
         0,
         "the kernel killed in the container's cgroup\n{}",
-        describe_pods(&client).await
+        describe_pods(client).await
     );
-    drop(node);
     Ok(())
 }
 
-/// ProviderModule `memory-bomb` from a ConfigMap of the operator's
-/// namespace, in service.
-async fn memory_bomb_module(client: &Client) -> Result<String> {
-    const NAME: &str = "memory-bomb";
-    const FILE: &str = "hostile_memory_bomb.wasm";
-    let bytes = std::fs::read(guest_path(FILE)).with_context(|| format!("reading {FILE}"))?;
+/// Waits until the hostile object of pool `name` (its bootstrap config or
+/// its infrastructure pool, whichever `hostile` serves) is not Ready for
+/// one of `hostile`'s reasons: the reason and message.
+async fn hostile_ready(
+    client: &Client,
+    ns: &str,
+    hostile: &Hostile,
+    name: &str,
+) -> Result<(String, String)> {
+    async fn not_ready<K>(
+        client: &Client,
+        api: &Api<K>,
+        name: &str,
+        reasons: &[&str],
+    ) -> Result<(String, String)>
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+        K: HasStatus,
+    {
+        let ready = |o: &K| condition(o.status()?.conditions(), "Ready");
+        let object = wait_until(
+            client,
+            api,
+            name,
+            &format!("Ready False for one of {reasons:?}"),
+            WAIT,
+            |o| {
+                o.and_then(ready).is_some_and(|(status, reason, _)| {
+                    status == "False" && reasons.contains(&reason.as_str())
+                })
+            },
+        )
+        .await?
+        .context("the hostile object")?;
+        let (_, reason, message) = ready(&object).context("its Ready condition")?;
+        Ok((reason, message))
+    }
+    if hostile.world == World::Bootstrap {
+        let api: Api<WasmBootstrapConfig> = Api::namespaced(client.clone(), ns);
+        not_ready(client, &api, name, hostile.reasons).await
+    } else {
+        let api: Api<WasmMachinePool> = Api::namespaced(client.clone(), ns);
+        not_ready(client, &api, name, hostile.reasons).await
+    }
+}
+
+/// The operator's `capwasm_guest_calls_total`, by provider and outcome,
+/// read through the API server's proxy to the Pod once the memory bomb's
+/// calls have met a memory bound `bombs_met` times.
+async fn guest_calls(
+    client: &Client,
+    pod: &str,
+    bombs_met: f64,
+) -> Result<BTreeMap<(String, String), f64>> {
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/pods/{pod}:8080/proxy/metrics");
+    let started = tokio::time::Instant::now();
+    loop {
+        let request = http::Request::get(&path).body(Vec::new())?;
+        let text = client.request_text(request).await?;
+        let mut calls = BTreeMap::new();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("capwasm_guest_calls_total{"))
+        {
+            let label = |name: &str| {
+                line.split(&format!("{name}=\""))
+                    .nth(1)?
+                    .split('"')
+                    .next()
+                    .map(str::to_owned)
+            };
+            let (Some(provider), Some(outcome), Some(count)) = (
+                label("provider"),
+                label("outcome"),
+                line.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()),
+            ) else {
+                continue;
+            };
+            *calls.entry((provider, outcome)).or_insert(0.0) += count;
+        }
+        let met = calls
+            .get(&("memory-bomb".to_owned(), "memory_limit".to_owned()))
+            .copied()
+            .unwrap_or(0.0);
+        if met >= bombs_met {
+            return Ok(calls);
+        }
+        if started.elapsed() > WAIT {
+            bail!(
+                "the memory bomb met a memory bound {met} times, not {bombs_met}, within {WAIT:?}: \
+                 {calls:#?}\n{}",
+                describe_pods(client).await
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// ProviderModule `hostile.module` from a ConfigMap of the operator's
+/// namespace (the only one it reads components from), in service.
+async fn hostile_module(client: &Client, hostile: &Hostile) -> Result<()> {
+    let bytes = std::fs::read(guest_path(hostile.file))
+        .with_context(|| format!("reading {}", hostile.file))?;
     let config_map = ConfigMap {
         metadata: ObjectMeta {
-            name: Some("hostile-providers".into()),
+            name: Some(hostile.module.into()),
             namespace: Some(NAMESPACE.into()),
             ..ObjectMeta::default()
         },
-        binary_data: Some([(FILE.to_owned(), ByteString(bytes))].into()),
+        binary_data: Some([(hostile.file.to_owned(), ByteString(bytes))].into()),
         ..ConfigMap::default()
     };
     create(client, &config_map).await?;
-    let module = ProviderModuleBuilder::file(NAME, World::Bootstrap, FILE)
-        .config_map(NAMESPACE, "hostile-providers", FILE)
+    let module = ProviderModuleBuilder::file(hostile.module, hostile.world, hostile.file)
+        .config_map(NAMESPACE, hostile.module, hostile.file)
+        .timeout_millis(HOSTILE_DEADLINE_MILLIS)
         .build();
     let api: Api<ProviderModule> = Api::all(client.clone());
     api.create(&PostParams::default(), &module).await?;
-    wait_until(client, &api, NAME, "Ready", WAIT, |m| {
+    wait_until(client, &api, hostile.module, "Ready", WAIT, |m| {
         m.and_then(|m| m.status.as_ref())
             .and_then(|s| s.phase.as_deref())
             == Some("Ready")
     })
     .await?;
-    Ok(NAME.into())
+    Ok(())
 }
 
 #[test]
