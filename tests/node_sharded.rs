@@ -603,7 +603,11 @@ async fn the_standalone_operator_holds_its_memory_limit_beside_hostile_providers
     }
     let calls = guest_calls(&client, &pod.name_any(), BOMBS_MET).await?;
 
-    eprintln!("provider calls by outcome: {calls:#?}");
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|((provider, outcome), count)| format!("{provider} {outcome}: {count}"))
+        .collect();
+    eprintln!("provider calls by outcome: {}", calls.join(", "));
     never_killed(&client, &pod.name_any(), watch).await?;
     drop(node);
     Ok(())
