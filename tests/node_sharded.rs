@@ -22,7 +22,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail, ensure};
 use capwasm::api::providermodule::World;
 use capwasm::api::{
-    HasStatus, MachinePool, ObjectStatus as _, ProviderModule, WasmBootstrapConfig, WasmMachinePool,
+    Cluster, HasStatus, MachinePool, ObjectStatus as _, ProviderModule, WasmBootstrapConfig,
+    WasmMachinePool,
 };
 use capwasm::controllers::shard;
 use capwasm::simcloud::RunningSimCloud;
@@ -293,6 +294,13 @@ async fn the_sharded_statefulset_spreads_pools_over_its_shards_and_a_deleted_sha
             .await?;
     }
     for p in &placed {
+        let clusters: Api<Cluster> = Api::namespaced(client.clone(), p.ns);
+        wait_until(&client, &clusters, &p.cluster, "Provisioned", WAIT, |c| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Provisioned")
+        })
+        .await?;
         let pools: Api<MachinePool> = Api::namespaced(client.clone(), p.ns);
         wait_until(&client, &pools, &p.pool, "Running with 2", WAIT, |pool| {
             running_with(pool, 2)
@@ -300,6 +308,16 @@ async fn the_sharded_statefulset_spreads_pools_over_its_shards_and_a_deleted_sha
         .await?;
     }
     each_by_its_shard(&client, &placed, "provisioned").await?;
+    for pod in &pods {
+        let memory = ContainerMemory::of(pod, CONTAINER)?.read()?;
+        eprintln!(
+            "{}: the kernel's max usage {} MiB of {} MiB, RSS now {} MiB",
+            pod.name_any(),
+            memory.max_usage >> 20,
+            memory.limit >> 20,
+            memory.rss >> 20
+        );
+    }
 
     Box::pin(a_shard_pod_returns_and_its_pool_scales(
         &client, &cloud, &placed,
