@@ -33,7 +33,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testenv::flows::{Modules, Objects, Providers, condition, create, create_pool, scale};
@@ -230,6 +230,25 @@ fn holder(lease: Option<&Lease>) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// Asserts that Pod `pod`'s log (of its current container) says it became
+/// the leader on `lease`.
+async fn says_it_leads(client: &Client, pod: &str, lease: &str) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let logs = pods.logs(pod, &LogParams::default()).await?;
+    let led = logs.lines().any(|line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|l| {
+            l.pointer("/fields/message").and_then(Value::as_str) == Some("became the leader")
+                && l.pointer("/fields/lease").and_then(Value::as_str) == Some(lease)
+        })
+    });
+    ensure!(
+        led,
+        "{pod} does not log that it became the leader on {lease}\n{}",
+        describe_pods(client).await
+    );
+    Ok(())
+}
+
 /// deploy/sharded/: three shard Pods Ready, each on its own Lease; six
 /// Clusters in three namespaces, two a shard, their pools Running, each
 /// reconciled by its shard's Pod alone; shard 1's Pod deleted, one of its
@@ -275,6 +294,7 @@ async fn the_sharded_statefulset_spreads_pools_over_its_shards_and_a_deleted_sha
             |l| holder(l).as_deref() == Some(pod.as_str()),
         )
         .await?;
+        says_it_leads(&client, &pod, &lease_of(index)).await?;
     }
 
     // The Clusters and their pools, served by modules from a ConfigMap and
@@ -388,6 +408,7 @@ async fn a_shard_pod_returns_and_its_pool_scales(
         lease_of(VICTIM),
     );
     // Taken by the Pod that came back, not left to the one that went.
+    says_it_leads(client, &name, &lease_of(VICTIM)).await?;
     let acquired = spec.acquire_time.map(|t| t.0);
     let created = back.metadata.creation_timestamp.as_ref().map(|t| t.0);
     assert!(
