@@ -82,4 +82,16 @@ pub enum Error {
     /// A part of the one-node Kubernetes could not be set up.
     #[error("node: {0}")]
     Node(String),
+    /// The install running as Pods did not get where it was awaited; what
+    /// a user would look at (the Pods' states and logs) follows.
+    #[error("{0}")]
+    Pods(String),
+    /// A container's memory could not be read from the node's cgroups.
+    #[error("reading the memory of {container}: {message}")]
+    Cgroup {
+        /// The Pod and container.
+        container: String,
+        /// What went wrong.
+        message: String,
+    },
 }

@@ -28,6 +28,7 @@ pub mod hostile_registry;
 pub mod image;
 pub mod install;
 pub mod kustomize;
+pub mod memory;
 pub mod moto;
 pub mod node;
 pub mod operator;

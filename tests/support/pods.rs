@@ -3,6 +3,7 @@
 //! on until its Pods are available, and described — Pods, container states,
 //! logs — when they are not.
 
+use std::fmt::Debug;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +14,9 @@ use capwasm::testing::objects::ClusterBuilder;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::api::{Api, DynamicObject, ListParams, LogParams, ObjectMeta, PatchParams, PostParams};
-use kube::{Client, ResourceExt as _};
+use kube::runtime::wait::await_condition;
+use kube::{Client, Resource, ResourceExt as _};
+use serde::de::DeserializeOwned;
 
 use crate::flows::{Modules, Objects, create};
 use crate::image::REPOSITORY;
@@ -26,6 +29,8 @@ pub const NAMESPACE: &str = "capwasm-system";
 pub const DEPLOYMENT: &str = "capwasm-controller-manager";
 /// The label every operator Pod carries.
 pub const SELECTOR: &str = "app.kubernetes.io/name=capwasm";
+/// The operator's container.
+pub const CONTAINER: &str = "manager";
 /// The field manager of what the tests apply of deploy/.
 pub const MANAGER: &str = "capwasm-tests";
 /// From apply to an available Deployment: the image is in containerd
@@ -203,6 +208,87 @@ pub async fn wait_deployment_rolled_out(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Waits until `done` holds for object `name` of `api` (`None`: it does not
+/// exist), at most `timeout`, and returns it.
+///
+/// # Errors
+///
+/// After `timeout`: what was awaited, the object as it is, and the Pods
+/// ([`describe`]).
+pub async fn wait_until<K>(
+    client: &Client,
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(Option<&K>) -> bool,
+) -> Result<Option<K>>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let watched = tokio::time::timeout_at(
+            deadline,
+            await_condition(api.clone(), name, |o: Option<&K>| done(o)),
+        )
+        .await;
+        match watched {
+            Ok(Ok(object)) => return Ok(object),
+            // A watch the API server ended (410 Gone under load): again.
+            Ok(Err(error)) => {
+                eprintln!("watching {name} until {what}: {error}; watching again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(_) => {
+                let now = api.get_opt(name).await;
+                return Err(Error::Pods(format!(
+                    "{name}: not {what} within {timeout:?}; it is now {now:#?}\n{}",
+                    describe(client, NAMESPACE).await
+                )));
+            }
+        }
+    }
+}
+
+/// Waits until `count` of the operator's Pods are Ready, none of them
+/// going away; returns them.
+///
+/// # Errors
+///
+/// After `timeout`, with [`describe`].
+pub async fn wait_ready_pods(client: &Client, count: usize, timeout: Duration) -> Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let started = tokio::time::Instant::now();
+    loop {
+        let list = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+        let ready: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p))
+            .collect();
+        if ready.len() == count {
+            return Ok(ready);
+        }
+        if started.elapsed() > timeout {
+            return Err(Error::Pods(format!(
+                "{count} Ready Pods of {SELECTOR} not there within {timeout:?} ({} are)\n{}",
+                ready.len(),
+                describe(client, NAMESPACE).await
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Whether `pod`'s Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// The whole log of each Pod (of its one container) in `namespace` labelled
