@@ -8,8 +8,10 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use capwasm::api::{Cluster, MachinePool};
+use capwasm::api::platform::{NodeGroup, PlatformClusterSpec};
+use capwasm::api::{Cluster, MachinePool, PlatformCluster};
 use capwasm::simcloud::RunningSimCloud;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node as NodeObject, Pod};
@@ -35,7 +37,8 @@ struct Installed {
 }
 
 /// The standalone install as Pods takes a pool to Running; then the
-/// webhook called by the API server through its Service (this found
+/// webhooks — conversion and PlatformCluster admission — called by the API
+/// server through their Service (this found
 /// deploy/'s ClusterRole without `get` on the CRDs the webhook points at
 /// itself: no caBundle, every conversion refused), then the leader's Pod
 /// deleted while the pool scales.
@@ -48,6 +51,7 @@ async fn the_standalone_install_runs_as_pods_serves_its_webhook_and_survives_its
         served,
     } = standalone_with_a_running_pool().await?;
     conversion_goes_through_the_service(&client, &served.namespace).await?;
+    admission_goes_through_the_service(&client, &served.namespace).await?;
     leadership_moves_when_the_leader_pod_goes(&client, &served.cloud, &served.namespace).await?;
     drop(node);
     Ok(())
@@ -145,6 +149,54 @@ async fn conversion_goes_through_the_service(client: &Client, ns: &str) -> Resul
         cluster.types.as_ref().map(|t| t.api_version.as_str()),
         Some("cluster.x-k8s.io/v1beta1")
     );
+    Ok(())
+}
+
+/// The PlatformCluster admission webhook names the Service too, and a
+/// PlatformCluster breaking the node groups' rules is refused on create by
+/// the Pod behind it: nothing stored.
+async fn admission_goes_through_the_service(client: &Client, ns: &str) -> Result<()> {
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let configuration = configurations.get("capwasm-platform").await?;
+    let services: Vec<(String, String)> = configuration
+        .webhooks
+        .iter()
+        .flatten()
+        .filter_map(|w| w.client_config.service.as_ref())
+        .map(|s| (s.namespace.clone(), s.name.clone()))
+        .collect();
+    assert_eq!(
+        services,
+        [(NAMESPACE.to_owned(), "capwasm-webhook".to_owned())],
+        "every webhook calls the Service"
+    );
+    let clusters: Api<PlatformCluster> = Api::namespaced(client.clone(), ns);
+    let mut bad = PlatformCluster::new(
+        "both-counts",
+        PlatformClusterSpec {
+            template_name: "any".into(),
+            node_groups: vec![NodeGroup {
+                name: "md".into(),
+                count: Some(1),
+                min_count: Some(1),
+                max_count: Some(2),
+                values: None,
+            }],
+            ..PlatformClusterSpec::default()
+        },
+    );
+    bad.metadata.namespace = Some(ns.to_owned());
+    match clusters.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.contains("denied the request")
+                && status
+                    .message
+                    .contains("set count, or minCount and maxCount, not both"),
+            "{status:?}"
+        ),
+        other => bail!("the PlatformCluster was not refused on admission: {other:?}"),
+    }
+    assert!(clusters.get_opt("both-counts").await?.is_none());
     Ok(())
 }
 
