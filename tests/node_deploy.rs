@@ -14,9 +14,8 @@ use capwasm::simcloud::RunningSimCloud;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node as NodeObject, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
 };
@@ -93,29 +92,7 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
     // on the host end of the node's network.
     let served = ServedCluster::create(&node, &client, "pod-install", "c1").await?;
     served.pool(&client, "p1", 2).await?;
-    let pools = served.pools(&client);
-    let pool = wait_for(&pools, "p1", "the pool Running through the Pod", |pool| {
-        pool.and_then(|p| p.status.as_ref())
-            .and_then(|s| s.phase.as_deref())
-            == Some("Running")
-    })
-    .await;
-    let provider_ids = pool.map(|p| p.spec.provider_id_list).unwrap_or_default();
-    assert_eq!(provider_ids.len(), 2, "two instances: {provider_ids:?}");
-    let nodes: Api<NodeObject> = Api::all(node.workload_client().await?);
-    let registered: Vec<String> = nodes
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|n| n.spec.and_then(|s| s.provider_id))
-        .collect();
-    for id in &provider_ids {
-        assert!(
-            registered.contains(id),
-            "{id} is a Node of the workload cluster: {registered:?}"
-        );
-    }
+    served.running_on_nodes(&client, &node, "p1", 2).await?;
     Ok(Installed {
         node,
         client,
@@ -127,18 +104,9 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
 /// the Cluster is converted through it: the API server calls the Pod at
 /// the Service's endpoint.
 async fn conversion_goes_through_the_service(client: &Client, ns: &str) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = crds.get(Cluster::crd_name()).await?;
-    let service = crd
-        .spec
-        .conversion
-        .and_then(|c| c.webhook)
-        .and_then(|w| w.client_config)
-        .and_then(|c| c.service)
-        .context("the Cluster CRD converts through a Service")?;
     assert_eq!(
-        (service.namespace.as_str(), service.name.as_str()),
-        (NAMESPACE, "capwasm-webhook")
+        pods::conversion_service(client, Cluster::crd_name()).await?,
+        (NAMESPACE.to_owned(), "capwasm-webhook".to_owned())
     );
     let v1beta1 = v1beta1_api(client, ns, "Cluster");
     let cluster = v1beta1

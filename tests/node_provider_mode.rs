@@ -13,21 +13,20 @@ use std::panic::AssertUnwindSafe;
 use anyhow::{Context as _, Result, bail, ensure};
 use capwasm::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 use capwasm::simcloud::{InstanceState, RunningSimCloud};
-use capwasm::testing::objects::ClusterBuilder;
 use futures::FutureExt as _;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ServiceReference, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod, Service};
+use k8s_openapi::api::core::v1::{Node as NodeObject, Pod, Service};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, CustomResourceExt as _, Resource as _, ResourceExt};
-use testenv::flows::{Apis, Objects, condition, create, v1beta1_api, wait_for, wait_for_pool};
+use testenv::flows::{Apis, condition, v1beta1_api, wait_for};
 use testenv::image::{OperatorImage, UpstreamImage};
-use testenv::node::{HOST_ADDRESS, Node};
-use testenv::pods::{self, NAMESPACE, apply_all, describe, logs, rendered};
+use testenv::node::Node;
+use testenv::pods::{self, NAMESPACE, ServedCluster, apply_all, describe, logs, rendered};
 use testenv::upstream::{UpstreamBuild, in_cluster};
 
 /// The field manager of upstream's controllers: client-go's default, the
@@ -84,12 +83,12 @@ async fn provider_mode_runs_as_pods_beside_upstreams_manager() -> Result<()> {
             )
             .await?;
             runs_ready(&client, NAMESPACE, pods::SELECTOR, &image.reference()).await?;
-            let cloud = pool_running(&node, &client).await?;
+            let served = pool_running(&node, &client).await?;
             each_pod_reconciles_its_own(&client).await?;
             conversion_through_upstreams_service(&client).await?;
             validation_through_upstreams_service(&client).await?;
             provider_mode_registers_no_webhook(&client).await?;
-            deleted_with_the_cluster(&node, &client, &cloud).await?;
+            deleted_with_the_cluster(&node, &client, &served.cloud).await?;
             no_request_forbidden(&client).await
         }),
     )
@@ -149,52 +148,11 @@ async fn runs_ready(client: &Client, namespace: &str, selector: &str, image: &st
 /// A Cluster and a 2-replica pool, served by modules from a ConfigMap and
 /// a cloud on the host end of the node's network: the pool Running, its
 /// instances Nodes of the workload cluster.
-async fn pool_running(node: &Node, client: &Client) -> Result<RunningSimCloud> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(NS.into()),
-            ..kube::api::ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    let workload = node.workload_client().await?;
-    let (cloud, objects) = Objects::start_cloud_on(HOST_ADDRESS, workload.clone()).await?;
-    let modules = objects
-        // In the operator's namespace, the only one it reads components
-        // and credentials from.
-        .modules_from_config_map(client, "pod", NAMESPACE, &HOST_ADDRESS.to_string())
-        .await?;
-    let kubeconfig = node.workload_kubeconfig_secret(NS, "c1")?;
-    objects
-        .create_cluster_objects(client, &kubeconfig, NS, "c1", &modules)
-        .await?;
-    create(client, &ClusterBuilder::new(NS, "c1").build()).await?;
-    objects
-        .create_pool(client, NS, "p1", "c1", 2, &modules)
-        .await?;
-    let apis = Apis::new(client, NS);
-    let pool = wait_for_pool(&apis.pools, "p1", "Running", 2).await;
-    let provider_ids = pool.spec.provider_id_list;
-    ensure!(provider_ids.len() == 2, "two instances: {provider_ids:?}");
-    let nodes: Api<NodeObject> = Api::all(workload);
-    let registered: Vec<String> = nodes
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|n| n.spec.and_then(|s| s.provider_id))
-        .collect();
-    for id in &provider_ids {
-        ensure!(
-            registered.contains(id),
-            "{id} is a Node of the workload cluster: {registered:?}"
-        );
-    }
-    Ok(cloud)
+async fn pool_running(node: &Node, client: &Client) -> Result<ServedCluster> {
+    let served = ServedCluster::create(node, client, NS, "c1").await?;
+    served.pool(client, "p1", 2).await?;
+    served.running_on_nodes(client, node, "p1", 2).await?;
+    Ok(served)
 }
 
 /// Upstream's Pod wrote the Cluster's and the pool's status and adopted the
@@ -267,19 +225,14 @@ fn managers(entries: Option<&[ManagedFieldsEntry]>, subresource: Option<&str>) -
 /// The Cluster and MachinePool CRDs (upstream's) convert through upstream's
 /// webhook Service, and v1beta1 reads of both are converted by its Pod.
 async fn conversion_through_upstreams_service(client: &Client) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in [Cluster::crd_name(), MachinePool::crd_name()] {
-        let crd = crds.get(name).await?;
-        let service = crd
-            .spec
-            .conversion
-            .and_then(|c| c.webhook)
-            .and_then(|w| w.client_config)
-            .and_then(|c| c.service)
-            .with_context(|| format!("{name} converts through a Service"))?;
+        let service = pods::conversion_service(client, name).await?;
         ensure!(
-            (service.namespace.as_str(), service.name.as_str())
-                == (in_cluster::NAMESPACE, in_cluster::WEBHOOK_SERVICE),
+            service
+                == (
+                    in_cluster::NAMESPACE.to_owned(),
+                    in_cluster::WEBHOOK_SERVICE.to_owned()
+                ),
             "{name} converts through upstream's Service: {service:?}"
         );
     }

@@ -45,7 +45,32 @@ pub async fn wait_for<K>(
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
+    match watch_until(api, name, what, WAIT, done).await {
+        Ok(object) => object,
+        Err(now) => {
+            panic!("{name}: gave up after {WAIT:?} waiting until {what}; it is now {now:#?}")
+        }
+    }
+}
+
+/// Watches object `name` until `done` holds (`None`: it does not exist) or
+/// `within` passes: the object then, or on time-out the object as it is
+/// (`None` too when it cannot be read).
+///
+/// # Errors
+///
+/// On time-out, with the object as it is.
+pub async fn watch_until<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    within: Duration,
+    done: impl Fn(Option<&K>) -> bool,
+) -> std::result::Result<Option<K>, Box<Option<K>>>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    let deadline = tokio::time::Instant::now() + within;
     loop {
         let watched = tokio::time::timeout_at(
             deadline,
@@ -53,17 +78,14 @@ where
         )
         .await;
         match watched {
-            Ok(Ok(object)) => return object,
+            Ok(Ok(object)) => return Ok(object),
             // A watch the API server expired under load (410 Gone, "too
             // old resource version"): watch again from a fresh list.
             Ok(Err(e)) => {
                 eprintln!("watching {name} while waiting until {what}: {e}; watching again");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(_) => {
-                let now = api.get_opt(name).await.ok().flatten();
-                panic!("{name}: gave up after {WAIT:?} waiting until {what}; it is now {now:#?}")
-            }
+            Err(_) => return Err(Box::new(api.get_opt(name).await.ok().flatten())),
         }
     }
 }

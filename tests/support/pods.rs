@@ -12,13 +12,13 @@ use capwasm::api::MachinePool;
 use capwasm::simcloud::RunningSimCloud;
 use capwasm::testing::objects::ClusterBuilder;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node as NodeObject, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, LogParams, ObjectMeta, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
 use kube::{Client, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 
-use crate::flows::{Modules, Objects, create};
+use crate::flows::{Modules, Objects, create, wait_for_pool};
 use crate::image::REPOSITORY;
 use crate::node::{HOST_ADDRESS, Node};
 use crate::{Error, Result};
@@ -228,28 +228,12 @@ pub async fn wait_until<K>(
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let watched = tokio::time::timeout_at(
-            deadline,
-            await_condition(api.clone(), name, |o: Option<&K>| done(o)),
-        )
-        .await;
-        match watched {
-            Ok(Ok(object)) => return Ok(object),
-            // A watch the API server ended (410 Gone under load): again.
-            Ok(Err(error)) => {
-                eprintln!("watching {name} until {what}: {error}; watching again");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(_) => {
-                let now = api.get_opt(name).await;
-                return Err(Error::Pods(format!(
-                    "{name}: not {what} within {timeout:?}; it is now {now:#?}\n{}",
-                    describe(client, NAMESPACE).await
-                )));
-            }
-        }
+    match crate::flows::watch_until(api, name, what, timeout, done).await {
+        Ok(object) => Ok(object),
+        Err(now) => Err(Error::Pods(format!(
+            "{name}: not {what} within {timeout:?}; it is now {now:#?}\n{}",
+            describe(client, NAMESPACE).await
+        ))),
     }
 }
 
@@ -289,6 +273,24 @@ pub fn is_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The Service CRD `name` converts through, as (namespace, name).
+///
+/// # Errors
+///
+/// If the CRD cannot be read or converts through no Service.
+pub async fn conversion_service(client: &Client, name: &str) -> Result<(String, String)> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.get(name)
+        .await?
+        .spec
+        .conversion
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .and_then(|c| c.service)
+        .map(|s| (s.namespace, s.name))
+        .ok_or_else(|| Error::Manifest(format!("{name} converts through no Service")))
 }
 
 /// The whole log of each Pod (of its one container) in `namespace` labelled
@@ -392,5 +394,45 @@ impl ServedCluster {
     /// The Cluster's pools.
     pub fn pools(&self, client: &Client) -> Api<MachinePool> {
         Api::namespaced(client.clone(), &self.namespace)
+    }
+
+    /// Waits until pool `name` is Running with `replicas` ready, and checks
+    /// each of its instances is a Node of the workload cluster: its
+    /// providerIDs.
+    ///
+    /// # Errors
+    ///
+    /// If the Nodes cannot be listed or one is missing.
+    ///
+    /// # Panics
+    ///
+    /// As [`wait_for_pool`].
+    pub async fn running_on_nodes(
+        &self,
+        client: &Client,
+        node: &Node,
+        name: &str,
+        replicas: i32,
+    ) -> Result<Vec<String>> {
+        let pool = wait_for_pool(&self.pools(client), name, "Running", replicas).await;
+        let provider_ids = pool.spec.provider_id_list;
+        let nodes: Api<NodeObject> = Api::all(node.workload_client().await?);
+        let registered: Vec<String> = nodes
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|n| n.spec.and_then(|s| s.provider_id))
+            .collect();
+        let missing: Vec<&String> = provider_ids
+            .iter()
+            .filter(|id| !registered.contains(id))
+            .collect();
+        if provider_ids.len() != usize::try_from(replicas).unwrap_or(0) || !missing.is_empty() {
+            return Err(Error::Node(format!(
+                "pool {name}'s instances {provider_ids:?} are not {replicas} Nodes of the workload cluster ({registered:?})"
+            )));
+        }
+        Ok(provider_ids)
     }
 }
