@@ -52,7 +52,7 @@ done
 if [ -n "$release" ]; then
   line=$(grep -vE '^(#|$)' "$here/releases" | if [ "$release" = newest ]; then tail -n1; else awk -v v="$release" '$1 == v'; fi)
   [ -n "$line" ] || fail "no release $release in image/releases"
-  read -r version revision <<<"$line"
+  read -r version revision release_digest release_rustc <<<"$line"
   git -C "$repo" cat-file -e "$revision^{commit}" 2>/dev/null ||
     fail "release $version's commit $revision is not in this clone (a shallow clone? fetch its history or tag v$version)"
   file_version=$(git -C "$repo" show "$revision:Cargo.toml" | sed -nE 's/^version = "([^"]+)"/\1/p' | head -n1)
@@ -148,6 +148,19 @@ labels=$(printf '"org.opencontainers.image.revision":"%s","org.opencontainers.im
 "$here/pack.sh" "$rootfs" "$layout" "ghcr.io/capwasm/capwasm:$version" /capwasm "$user_id" "$epoch" "$labels"
 manifest_digest=$(cat "$layout/digest")
 layer_size=$(du -b "$layout/blobs" | tail -n1 | cut -f1)
+
+# A release rebuilt with the rustc that built it is the image it was: the
+# same digest, or the build is not reproducible.
+if [ -n "$release" ]; then
+  rustc_version=$(rustc --version | cut -d' ' -f2)
+  if [ "$rustc_version" = "$release_rustc" ]; then
+    [ "$manifest_digest" = "$release_digest" ] ||
+      fail "release $version rebuilt from $revision as $manifest_digest, not $release_digest: the build is not reproducible"
+  else
+    printf 'image: release %s was built by rustc %s, this is %s: its digest is %s, not %s\n' \
+      "$version" "$release_rustc" "$rustc_version" "$manifest_digest" "$release_digest" >&2
+  fi
+fi
 
 rm -rf "$out" "$out.tar"
 mkdir -p "$(dirname "$out")"
