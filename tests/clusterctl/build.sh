@@ -2,7 +2,14 @@
 # Builds upstream's clusterctl from its pinned Go module (no prebuilt
 # downloads), the same Cluster API release the tests run (v1.14.2), once,
 # into a cache outside the clone, and prints the directory holding it on
-# stdout. Progress and errors go to stderr.
+# stdout. Progress and errors go to stderr. Beside it, what `clusterctl
+# init` reads besides capwasm's own release, from Go modules too:
+#
+#   repository/cluster-api/v1.14.2/   the core provider's core-components.yaml
+#       as upstream's release makes it (kustomize build core/config/default,
+#       the image set to the release's) and its metadata.yaml
+#   cert-manager-crds/                cert-manager's CRDs, of the version this
+#       clusterctl installs (v1.21.1)
 #
 #   tests/clusterctl/build.sh            build if missing, print the directory
 #   tests/clusterctl/build.sh --verbose  the same, then print its version
@@ -15,6 +22,7 @@
 set -euo pipefail
 
 version=v1.14.2
+cert_manager_version=v1.21.1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${CAPWASM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capwasm}
 script_hash=$(sha256sum "$here/build.sh" | cut -c1-12)
@@ -29,13 +37,14 @@ report() {
   fi
 }
 
-[ -x "$dir/clusterctl" ] && { report "${1:-}"; exit 0; }
+built() { [ -x "$dir/clusterctl" ] && [ -s "$dir/repository/cluster-api/$version/core-components.yaml" ] && [ -d "$dir/cert-manager-crds" ]; }
+built && { report "${1:-}"; exit 0; }
 
 mkdir -p "$cache_root"
 # One build at a time per cache: parallel test binaries wait for the first.
 exec 9>"$cache_root/.clusterctl-build.lock"
 flock 9
-[ -x "$dir/clusterctl" ] && { report "${1:-}"; exit 0; }
+built && { report "${1:-}"; exit 0; }
 
 command -v go >/dev/null 2>&1 ||
   fail "Go is not installed: it is needed once to build clusterctl $version from its module. Install Go >= 1.24 and retry."
@@ -59,8 +68,9 @@ printf 'clusterctl: building clusterctl %s from its Go module into %s (first tim
   "$version" "$dir" "$log" >&2
 root=$(module_dir "sigs.k8s.io/cluster-api@$version") || true
 api=$(module_dir "sigs.k8s.io/cluster-api/api@$version") || true
-[ -n "$root" ] && [ -n "$api" ] ||
-  fail "cannot download sigs.k8s.io/cluster-api@$version and its api module from $GOPROXY"
+cert_manager=$(module_dir "github.com/cert-manager/cert-manager@$cert_manager_version") || true
+[ -n "$root" ] && [ -n "$api" ] && [ -n "$cert_manager" ] ||
+  fail "cannot download sigs.k8s.io/cluster-api@$version, its api module and github.com/cert-manager/cert-manager@$cert_manager_version from $GOPROXY"
 cp -r "$root" "$staging/src"
 chmod -R u+w "$staging/src"
 major=${version#v}
@@ -75,8 +85,19 @@ ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMi
   go build -trimpath -ldflags "$ldflags" -o "$staging/clusterctl" ./cmd/clusterctl
 ) >>"$log" 2>&1 ||
   { tail -n 30 "$log" >&2; fail "building clusterctl $version failed (full log: $log)"; }
-chmod -R u+w "$staging/src"
-rm -rf "$staging/src"
+core="$staging/repository/cluster-api/$version"
+mkdir -p "$core"
+kustomize="$("$here/../kustomize/build.sh")/kustomize"
+"$kustomize" build "$staging/src/core/config/default" |
+  sed "s|image: gcr.io/k8s-staging-cluster-api/cluster-api-controller:main|image: registry.k8s.io/cluster-api/cluster-api-controller:$version|" \
+    >"$core/core-components.yaml" ||
+  fail "kustomize build of Cluster API $version's core/config/default failed"
+grep -q "image: registry.k8s.io/cluster-api/cluster-api-controller:$version" "$core/core-components.yaml" ||
+  fail "Cluster API $version's core/config/default no longer names the image this script replaces"
+cp "$staging/src/metadata.yaml" "$core/metadata.yaml"
+cp -r "$cert_manager/deploy/crds" "$staging/cert-manager-crds"
+chmod -R u+w "$staging/src" "$staging/cert-manager-crds" "$staging/repository"
+rm -rf "$staging/src" "$staging/cert-manager-crds/README.md"
 printf 'clusterctl: built in %ss\n' "$(($(date +%s) - started))" >&2
 
 rm -rf "$dir"
