@@ -6,7 +6,8 @@
 //! every `generate cluster` flavor is accepted by an API server holding
 //! upstream's CRDs and webhooks; variables left unset are refused by
 //! clusterctl itself; `clusterctl init` installs the core provider and
-//! capwasm's two, and `clusterctl upgrade plan` reads their metadata.
+//! capwasm's two, `clusterctl upgrade plan` reads their metadata and
+//! `clusterctl upgrade apply` replaces both with a newer release.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -256,6 +257,16 @@ fn check_operator(infra: &[DynamicObject], image: &OperatorImage) {
             .any(|a| a == "--controllers=providers"),
         "provider mode: upstream's core runs Cluster and MachinePool"
     );
+    // The default of CAPWASM_CREDENTIALS_NAMESPACE, which the kubelet expands.
+    let pod_namespace = container
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "POD_NAMESPACE")
+        .and_then(|e| e.value_from.as_ref())
+        .and_then(|from| from.field_ref.as_ref())
+        .map(|field| field.field_path.as_str());
+    assert_eq!(pod_namespace, Some("metadata.namespace"));
 }
 
 #[test]
@@ -702,7 +713,7 @@ async fn check_flavor(clusterctl: &Clusterctl, client: &kube::Client, ns: &str, 
 // === clusterctl init and upgrade plan ===
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn init_installs_both_providers_and_upgrade_plan_reads_their_metadata() {
+async fn init_installs_both_providers_and_upgrade_plans_and_applies_a_newer_release() {
     let build = ClusterctlBuild::locate().unwrap();
     let out = tempfile::tempdir().unwrap();
     let (repository, _) = release_into(out.path(), VERSION);
@@ -816,6 +827,52 @@ async fn init_installs_both_providers_and_upgrade_plan_reads_their_metadata() {
     assert_eq!(documents(&generated).unwrap().len(), 5, "{generated}");
 
     check_upgrade_plan(&clusterctl, &kubeconfig, &repository);
+
+    check_upgrade_apply(&clusterctl, &client, &kubeconfig).await;
+}
+
+/// `clusterctl upgrade apply`: both of capwasm's providers replaced by
+/// 0.2.1's, still one operator.
+async fn check_upgrade_apply(clusterctl: &Clusterctl, client: &kube::Client, kubeconfig: &str) {
+    let applied = clusterctl
+        .run(
+            &[
+                "upgrade",
+                "apply",
+                "--kubeconfig",
+                kubeconfig,
+                "--contract",
+                "v1beta2",
+            ],
+            &[],
+        )
+        .unwrap();
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&applied.stdout),
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    assert!(applied.status.success(), "clusterctl upgrade apply failed");
+    let upgraded: BTreeSet<(String, String)> = inventory_records(client)
+        .await
+        .into_iter()
+        .map(|(_, name, version)| (name, version))
+        .collect();
+    assert_eq!(
+        upgraded,
+        BTreeSet::from([
+            ("cluster-api".to_owned(), CLUSTER_API_VERSION.to_owned()),
+            (BOOTSTRAP.to_owned(), "v0.2.1".to_owned()),
+            (INFRASTRUCTURE.to_owned(), "v0.2.1".to_owned()),
+        ])
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "capwasm-system");
+    let operators = deployments
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(operators.len(), 1, "one operator after the upgrade");
 }
 
 /// The core provider in `repository`, as its release makes it.
