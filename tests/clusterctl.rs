@@ -427,6 +427,7 @@ fn check_substitution(clusterctl: &Clusterctl) {
         "{set:?}"
     );
     let moved = operator(&[], &["--target-namespace", "platform-capwasm"]);
+    let mut subjects = 0;
     for object in &moved {
         match kind(object) {
             "Namespace" => assert_eq!(object.name_any(), "platform-capwasm"),
@@ -447,6 +448,7 @@ fn check_substitution(clusterctl: &Clusterctl) {
             .into_iter()
             .flatten()
         {
+            subjects += 1;
             assert_eq!(
                 subject["namespace"],
                 "platform-capwasm",
@@ -455,6 +457,9 @@ fn check_substitution(clusterctl: &Clusterctl) {
             );
         }
     }
+    // The ServiceAccount in the leader-election RoleBinding and the
+    // ClusterRoleBinding.
+    assert_eq!(subjects, 2);
 }
 
 #[test]
