@@ -12,7 +12,7 @@ GUEST_CARGO := cd guests && $(CARGO)
 HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
 export CAPWASM_GUESTS_DIR := $(GUEST_TARGET_DIR)/wasm32-wasip2/release
 
-.PHONY: help demo toolchain controlplane upstream-capi node image guests lint test bench ec2-bench fleet-bench fault-suite startup-bench
+.PHONY: help demo toolchain controlplane upstream-capi clusterctl node image release guests lint test bench ec2-bench fleet-bench fault-suite startup-bench
 
 help:
 	@echo "make demo          capwasm end to end on this machine: control planes, cloud, operator, a cluster"
@@ -21,8 +21,12 @@ help:
 	@echo "make guests        build the provider components (guests/: Rust for wasm32-wasip2, Python with componentize-py, JS with componentize-js)"
 	@echo "make controlplane  build kube-apiserver and etcd from Go modules into ~/.cache/capwasm (once)"
 	@echo "make upstream-capi build upstream Cluster API's core manager from its Go module into ~/.cache/capwasm (once)"
+	@echo "make clusterctl    build upstream's clusterctl (the same release) from its Go module into ~/.cache/capwasm (once)"
 	@echo "make node          the one-node Kubernetes of the tests: kubelet and the rest from Go modules, containerd from Debian (once)"
 	@echo "make image         the operator's OCI image, without Docker: a static binary, reproducible (image/build.sh)"
+	@echo "make release VERSION=x.y.z [IMAGE_LAYOUT=dir | IMAGE=ref]"
+	@echo "                   clusterctl's release artifacts (components, metadata, cluster templates) into a"
+	@echo "                   local repository under ~/.cache/capwasm/release (deploy/clusterctl/release.sh)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
 	@echo "make ec2-bench     the aws-ec2 provider against moto: size, compile, EC2 requests and time per reconcile"
 	@echo "make fleet-bench   the fleet race, capwasm against upstream core: time to Running, deletion, writes, CPU, memory"
@@ -44,11 +48,22 @@ controlplane:
 upstream-capi:
 	@tests/upstream-capi/build.sh --verbose
 
+clusterctl:
+	@tests/clusterctl/build.sh --verbose
+
 node:
 	@tests/node/build.sh --verbose
 
 image: toolchain
 	@image/build.sh --archive
+
+# The image by digest when a layout (image/build.sh prints it) or a
+# reference is given; by tag otherwise.
+release:
+	@test -n "$(VERSION)" || { echo "make release VERSION=x.y.z [IMAGE_LAYOUT=dir | IMAGE=ref]" >&2; exit 2; }
+	@deploy/clusterctl/release.sh "$(VERSION)" \
+	  $(if $(IMAGE_LAYOUT),--image-layout "$(IMAGE_LAYOUT)") $(if $(IMAGE),--image "$(IMAGE)") \
+	  $(if $(RELEASE_DIR),--output "$(RELEASE_DIR)")
 
 guests: toolchain
 	$(GUEST_CARGO) build --release --locked --target-dir $(GUEST_TARGET_DIR)
@@ -69,6 +84,7 @@ test: lint guests
 	@log=$$(mktemp) && trap 'rm -f "$$log"' EXIT && \
 	  assets=$$($(CONTROLPLANE) --verbose) && \
 	  tests/upstream-capi/build.sh --verbose >/dev/null && \
+	  tests/clusterctl/build.sh >/dev/null && \
 	  tests/kustomize/build.sh >/dev/null && \
 	  tests/moto/install.sh >/dev/null && \
 	  tests/registry/build.sh >/dev/null && \

@@ -14,6 +14,7 @@
 mod apiserver;
 mod binaries;
 mod certs;
+pub mod clusterctl;
 mod crds;
 pub mod diff;
 pub mod ec2;
