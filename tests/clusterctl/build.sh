@@ -54,14 +54,8 @@ log="$cache_root/clusterctl-build.log"
 trap 'chmod -R u+w "$staging" 2>/dev/null; rm -rf "$staging"' EXIT
 : >"$log"
 
-# Only the module proxy: a too-new go line fails fast instead of fetching a toolchain.
-export GOTOOLCHAIN=local CGO_ENABLED=0
-export GOPROXY=${GOPROXY:-https://proxy.golang.org}
-[ "$GOPROXY" = "https://proxy.golang.org,direct" ] && export GOPROXY=https://proxy.golang.org
-
-module_dir() { # module@version: its directory in the module cache, downloaded if need be
-  go mod download -json "$1" | sed -nE 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p'
-}
+# shellcheck source=../go-module.sh
+. "$here/../go-module.sh"
 
 started=$(date +%s)
 printf 'clusterctl: building clusterctl %s from its Go module into %s (first time only; log: %s)\n' \
