@@ -120,7 +120,7 @@ pub enum Refusal {
     #[error("{0} is not valid UTF-8: it cannot be written into the project's files")]
     Path(String),
     /// A template lost the text the generator rewrites (a bug here).
-    #[error("the {0} template no longer has the text it is rewritten at: {1:?}")]
+    #[error("the template {0} no longer has the text it is rewritten at: {1:?}")]
     Template(&'static str, &'static str),
 }
 
@@ -157,7 +157,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     write(&dir, &files)?;
     let shown = dir.display();
     println!(
-        "wrote a {} {} provider in {shown}: {} files; its README.md says what to change and how to build, test and ship it",
+        "wrote {} ({} world, {}) into {shown}: {} files; its README.md says what to change and how to build, test and ship it",
+        args.name,
         args.world.as_str(),
         args.language.title(),
         files.len()
@@ -623,7 +624,7 @@ mod python {
         world: WorldArg,
         sdk: &SdkSource,
     ) -> Result<Vec<File>, Refusal> {
-        let info = format!("exports.info({:?}, \"0.1.0\")", name);
+        let info = format!("exports.info({name:?}, \"0.1.0\")");
         let mut files = match world {
             WorldArg::Bootstrap => {
                 let mut app = source!("src", "kubeadm-bootstrap", "app.py");
@@ -737,14 +738,14 @@ mod typescript {
                 let mut app = source!("src", "kubeadm-bootstrap", "app.ts");
                 app.text = rewrite(
                     "typescript bootstrap",
-                    &imports("typescript bootstrap", &app.text)?,
+                    &app.text,
                     "({ name: 'kubeadm-bootstrap-js', version: '0.1.0' })",
                     &info,
                 )?;
                 let mut tests = source!("test", "kubeadm-bootstrap", "kubeadm.test.ts");
                 tests.text = rewrite(
                     "typescript bootstrap tests",
-                    &imports("typescript bootstrap tests", &tests.text)?,
+                    &tests.text,
                     "'./kubeadm.ts'",
                     "'../src/kubeadm.ts'",
                 )?;
@@ -768,7 +769,7 @@ mod typescript {
                 let mut app = source!("src", "sim-infrastructure", "app.js");
                 app.text = rewrite(
                     "typescript infrastructure",
-                    &imports("typescript infrastructure", &app.text)?,
+                    &app.text,
                     "{ name: 'sim-infrastructure-js', version: '0.1.0' }",
                     &format!("{{ name: '{name}', version: '0.1.0' }}"),
                 )?;
@@ -785,6 +786,11 @@ mod typescript {
                 )
             }
         };
+        for file in &mut files {
+            if !file.path.ends_with(".json") {
+                file.text = imports(file.path, &file.text)?;
+            }
+        }
         let sdk_source = match sdk {
             SdkSource::Registry => quoted(SDK_VERSION),
             SdkSource::Local(path) => quoted(&format!("file:{path}")),
