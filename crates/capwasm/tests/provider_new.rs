@@ -26,7 +26,13 @@ const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const BUILD: Duration = Duration::from_secs(900);
 
 /// `program args...` in `dir` with `env`, to completion within [`BUILD`].
-async fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
+async fn run(
+    dir: &Path,
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> Output {
+    let program = program.as_ref();
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
@@ -40,14 +46,15 @@ async fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) ->
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{program} starts: {e}"));
+        .unwrap_or_else(|e| panic!("{} starts: {e}", program.display()));
     let output = tokio::time::timeout(BUILD, child.wait_with_output())
         .await
-        .unwrap_or_else(|_| panic!("{program} {args:?} finishes within {BUILD:?}"))
-        .unwrap_or_else(|e| panic!("{program}'s output is read: {e}"));
+        .unwrap_or_else(|_| panic!("{} {args:?} finishes within {BUILD:?}", program.display()))
+        .unwrap_or_else(|e| panic!("{}'s output is read: {e}", program.display()));
     assert!(
         output.status.success(),
-        "{program} {args:?} in {}: {}\nstdout:\n{}\nstderr:\n{}",
+        "{} {args:?} in {}: {}\nstdout:\n{}\nstderr:\n{}",
+        program.display(),
         dir.display(),
         output.status,
         stdout(&output),
@@ -123,10 +130,7 @@ async fn conformance(project: &Path, component: &Path, name: &str, world: &str) 
     assert!(out.contains(&format!(": {name} 0.1.0 (")), "{out}");
     let passed = out.lines().filter(|l| l.starts_with("ok ")).count();
     assert!(passed > 0 && !out.contains("FAIL"), "{out}");
-    eprintln!(
-        "{name}: {passed} checks passed in {:?}",
-        started.elapsed()
-    );
+    eprintln!("{name}: {passed} checks passed in {:?}", started.elapsed());
 }
 
 /// The SDK crate as `cargo package` makes it, unpacked into `dir`.
@@ -151,13 +155,7 @@ async fn rust_sdk(dir: &Path, target: &Path) -> PathBuf {
     )
     .await;
     let crate_file = package.join("package/capwasm-provider-sdk-0.2.0-dev.crate");
-    run(
-        dir,
-        "tar",
-        &["-xzf", &crate_file.to_string_lossy()],
-        &[],
-    )
-    .await;
+    run(dir, "tar", &["-xzf", &crate_file.to_string_lossy()], &[]).await;
     let unpacked = dir.join("capwasm-provider-sdk-0.2.0-dev");
     assert!(
         unpacked.join("wit/provider/worlds.wit").is_file()
@@ -179,7 +177,13 @@ async fn rust_projects_of_every_world_build_with_the_packaged_sdk_and_pass_confo
         let started = Instant::now();
         let project = new(dir.path(), &name, world, "rust", &sdk).await;
         // The project's build command, as its README gives it.
-        run(&project, &cargo, &["build", "--release"], &[("CARGO_TARGET_DIR", &target)]).await;
+        run(
+            &project,
+            &cargo,
+            &["build", "--release"],
+            &[("CARGO_TARGET_DIR", &target)],
+        )
+        .await;
         let component = target
             .join("wasm32-wasip2/release")
             .join(format!("{}.wasm", name.replace('-', "_")));
@@ -194,7 +198,7 @@ async fn python_projects_build_with_the_packaged_sdk_and_pass_conformance() {
     let wheels = dir.path().join("wheels");
     let made = run(
         Path::new(REPO),
-        "guests/python/sdk/package.sh",
+        Path::new(REPO).join("guests/python/sdk/package.sh"),
         &[&wheels.to_string_lossy()],
         &[],
     )
@@ -204,7 +208,7 @@ async fn python_projects_build_with_the_packaged_sdk_and_pass_conformance() {
         let name = format!("py-{world}");
         let started = Instant::now();
         let project = new(dir.path(), &name, world, "python", &wheels).await;
-        run(&project, "./build.sh", &[], &[]).await;
+        run(&project, project.join("build.sh"), &[], &[]).await;
         eprintln!("{name}: built in {:?}", started.elapsed());
         let component = project.join(format!("build/{name}.wasm"));
         conformance(&project, &component, &name, world).await;
@@ -216,7 +220,7 @@ async fn typescript_projects_build_with_the_packaged_sdk_and_pass_conformance() 
     let dir = outside();
     let packed = run(
         Path::new(REPO),
-        "guests/js/sdk/pack.sh",
+        Path::new(REPO).join("guests/js/sdk/pack.sh"),
         &[&dir.path().join("npm").to_string_lossy()],
         &[],
     )
@@ -227,7 +231,13 @@ async fn typescript_projects_build_with_the_packaged_sdk_and_pass_conformance() 
         let name = format!("ts-{world}");
         let started = Instant::now();
         let project = new(dir.path(), &name, world, "typescript", &tarball).await;
-        run(&project, "npm", &["install", "--no-audit", "--no-fund"], &[]).await;
+        run(
+            &project,
+            "npm",
+            &["install", "--no-audit", "--no-fund"],
+            &[],
+        )
+        .await;
         run(&project, "npm", &["run", "build"], &[]).await;
         eprintln!("{name}: built in {:?}", started.elapsed());
         let component = project.join(format!("build/{name}.wasm"));
@@ -265,19 +275,47 @@ async fn new_refuses_a_non_empty_directory_a_bad_name_and_an_unbound_world_chang
 
     let cases: [(&[&str], &str); 4] = [
         (
-            &["taken-provider", "--world", "bootstrap", "--language", "rust", "--dir"],
+            &[
+                "taken-provider",
+                "--world",
+                "bootstrap",
+                "--language",
+                "rust",
+                "--dir",
+            ],
             "is not empty",
         ),
         (
-            &["Bad_Name", "--world", "bootstrap", "--language", "rust", "--dir"],
+            &[
+                "Bad_Name",
+                "--world",
+                "bootstrap",
+                "--language",
+                "rust",
+                "--dir",
+            ],
             "cannot name a provider",
         ),
         (
-            &["my-platform", "--world", "platform", "--language", "python", "--dir"],
+            &[
+                "my-platform",
+                "--world",
+                "platform",
+                "--language",
+                "python",
+                "--dir",
+            ],
             "does not bind the platform world",
         ),
         (
-            &["my-platform", "--world", "platform", "--language", "typescript", "--dir"],
+            &[
+                "my-platform",
+                "--world",
+                "platform",
+                "--language",
+                "typescript",
+                "--dir",
+            ],
             "does not bind the platform world",
         ),
     ];
@@ -294,7 +332,15 @@ async fn new_refuses_a_non_empty_directory_a_bad_name_and_an_unbound_world_chang
         all.push(target.as_os_str());
         let output = capwasm(all).await;
         assert_exit(&output, 1);
-        assert!(stderr(&output).contains(says), "{args:?}: {}", stderr(&output));
-        assert_eq!(contents(dir.path()), before, "{args:?} changed the directory");
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(
+            contents(dir.path()),
+            before,
+            "{args:?} changed the directory"
+        );
     }
 }

@@ -148,7 +148,10 @@ enum SdkSource {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
     let sdk = match &args.sdk {
         None => SdkSource::Registry,
         Some(path) => SdkSource::Local(local_sdk(path, args.language)?),
@@ -375,7 +378,7 @@ fn capabilities(world: WorldArg) -> &'static str {
             "  capabilities:\n    providerIDPrefix: \"sim://\"   # the providerIDs its instances carry\n    allowedHosts: [\"sim-cloud.example:8081\"]   # the only hosts it may reach\n"
         }
         WorldArg::Platform => {
-            "  capabilities:\n    # the kinds its renders may make\n    allowedKinds:\n    - { kind: MachinePool, group: cluster.x-k8s.io }\n    - { kind: WasmBootstrapConfig, group: bootstrap.cluster.x-k8s.io }\n    - { kind: WasmMachinePool, group: infrastructure.cluster.x-k8s.io }\n"
+            "  capabilities:\n    # the kinds its renders may make (\"\" is the core group)\n    allowedKinds:\n    - { group: cluster.x-k8s.io, kind: Cluster }\n    - { group: cluster.x-k8s.io, kind: MachinePool }\n    - { group: infrastructure.cluster.x-k8s.io, kind: WasmCluster }\n    - { group: infrastructure.cluster.x-k8s.io, kind: WasmMachinePool }\n    - { group: bootstrap.cluster.x-k8s.io, kind: WasmBootstrapConfig }\n    - { group: \"\", kind: Secret }\n"
         }
     }
 }
@@ -383,13 +386,20 @@ fn capabilities(world: WorldArg) -> &'static str {
 /// The project's README: what it is, what to change, the commands.
 fn readme(name: &str, world: WorldArg, language: Language) -> String {
     let wasm = match language {
-        Language::Rust => format!("target/wasm32-wasip2/release/{}.wasm", name.replace('-', "_")),
+        Language::Rust => format!(
+            "target/wasm32-wasip2/release/{}.wasm",
+            name.replace('-', "_")
+        ),
         Language::Python | Language::Typescript => format!("build/{name}.wasm"),
     };
     let build = match language {
-        Language::Rust => "cargo build --release              # rustup target add wasm32-wasip2, once",
+        Language::Rust => {
+            "cargo build --release              # rustup target add wasm32-wasip2, once"
+        }
         Language::Python => "./build.sh                         # python3 -m venv, componentize-py",
-        Language::Typescript => "npm install && npm run build       # tsc, esbuild, componentize-js",
+        Language::Typescript => {
+            "npm install && npm run build       # tsc, esbuild, componentize-js"
+        }
     };
     let fixture = match world {
         WorldArg::Bootstrap => "kubeadm-generate-join.json",
@@ -490,8 +500,13 @@ fn change(world: WorldArg, language: Language) -> String {
             "the exports at the end of src/app.js",
         ),
     };
+    let info = match language {
+        Language::Rust => "come from Cargo.toml's package",
+        Language::Python => "are written in `info` in src/app.py",
+        Language::Typescript => "are written in `info` in src/app",
+    };
     format!(
-        "- the config schema, {schema}: what `spec.config` of the objects it serves may hold; the host checks it before every call;\n- the logic, {logic};\n- the wiring, {glue}: change it only for a new call;\n- the name and version reported by `info` come from the package's."
+        "- the config schema, {schema}: what `spec.config` of the objects it serves may hold; the host checks it before every call;\n- the logic, {logic};\n- the wiring, {glue}: change it only for a new call;\n- the name and version `info` reports {info}."
     )
 }
 
@@ -507,7 +522,8 @@ mod rust {
         };
     }
 
-    const SERDE: &str = r#"serde = { version = "1", default-features = false, features = ["derive", "alloc"] }"#;
+    const SERDE: &str =
+        r#"serde = { version = "1", default-features = false, features = ["derive", "alloc"] }"#;
     const SERDE_JSON: &str =
         r#"serde_json = { version = "1", default-features = false, features = ["alloc"] }"#;
     const BASE64: &str =
@@ -679,7 +695,10 @@ mod python {
         ];
         files.push(File::new(
             "requirements.txt",
-            fill(include_str!("../../templates/python/requirements.txt"), &values),
+            fill(
+                include_str!("../../templates/python/requirements.txt"),
+                &values,
+            ),
         ));
         let mut build = File::new(
             "build.sh",
@@ -787,7 +806,10 @@ mod typescript {
             }
         };
         for file in &mut files {
-            if !file.path.ends_with(".json") {
+            if std::path::Path::new(file.path)
+                .extension()
+                .is_none_or(|e| e != "json")
+            {
                 file.text = imports(file.path, &file.text)?;
             }
         }
@@ -875,7 +897,8 @@ mod tests {
                     assert!(
                         files
                             .iter()
-                            .any(|f| f.path.starts_with("fixtures/") && f.text.contains("\"expect\""))
+                            .any(|f| f.path.starts_with("fixtures/")
+                                && f.text.contains("\"expect\""))
                             || world == WorldArg::Infrastructure,
                         "{world:?} {language:?}: no fixture says what it expects"
                     );
@@ -911,10 +934,24 @@ mod tests {
 
     #[test]
     fn names_that_cannot_name_a_package_are_refused() {
-        for bad in ["", "Caps", "1st", "a_b", "end-", "../x", "a b", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "Caps",
+            "1st",
+            "a_b",
+            "end-",
+            "../x",
+            "a b",
+            &"a".repeat(64),
+        ] {
             assert!(
                 matches!(
-                    project(bad, WorldArg::Bootstrap, Language::Rust, &SdkSource::Registry),
+                    project(
+                        bad,
+                        WorldArg::Bootstrap,
+                        Language::Rust,
+                        &SdkSource::Registry
+                    ),
                     Err(Refusal::Name(_))
                 ),
                 "{bad:?}"
@@ -947,7 +984,10 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(inside, [std::ffi::OsString::from("keep")]);
-        assert_eq!(std::fs::read_to_string(dir.join("keep")).ok().as_deref(), Some("mine"));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("keep")).ok().as_deref(),
+            Some("mine")
+        );
 
         // An empty one is filled.
         let empty = parent.path().join("empty");
