@@ -866,6 +866,46 @@ mod tests {
         WorldArg::Platform,
     ];
     const LANGUAGES: [Language; 3] = [Language::Rust, Language::Python, Language::Typescript];
+    /// Every key the templates are filled in at.
+    const PLACEHOLDERS: [&str; 17] = [
+        "name",
+        "world",
+        "language",
+        "what",
+        "change",
+        "build",
+        "wasm",
+        "fixture",
+        "conformance",
+        "pool",
+        "sdk_version",
+        "sdk_source",
+        "features",
+        "dependencies",
+        "main_ext",
+        "disable",
+        "capabilities",
+    ];
+
+    #[test]
+    fn every_placeholder_of_the_templates_is_known() {
+        let templates = [
+            include_str!("../../templates/README.md"),
+            include_str!("../../templates/providermodule.yaml"),
+            include_str!("../../templates/rust/Cargo.toml"),
+            include_str!("../../templates/rust/config.toml"),
+            include_str!("../../templates/python/build.sh"),
+            include_str!("../../templates/python/requirements.txt"),
+            include_str!("../../templates/typescript/package.json"),
+            include_str!("../../templates/typescript/tsconfig.json"),
+        ];
+        for text in templates {
+            for (at, _) in text.match_indices("{{") {
+                let key = text[at + 2..].split("}}").next().unwrap_or_default();
+                assert!(PLACEHOLDERS.contains(&key), "unknown placeholder {key:?}");
+            }
+        }
+    }
 
     fn supported(world: WorldArg, language: Language) -> bool {
         language == Language::Rust || world != WorldArg::Platform
@@ -887,7 +927,9 @@ mod tests {
                     let files = made.unwrap_or_else(|e| panic!("{world:?} {language:?}: {e}"));
                     for file in &files {
                         assert!(
-                            !file.text.contains("{{"),
+                            !PLACEHOLDERS
+                                .iter()
+                                .any(|key| file.text.contains(&format!("{{{{{key}}}}}"))),
                             "{world:?} {language:?} {}: a placeholder is left",
                             file.path
                         );
