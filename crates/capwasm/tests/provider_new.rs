@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use support::{assert_exit, capwasm, stderr, stdout};
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -104,7 +105,65 @@ async fn new(dir: &Path, name: &str, world: &str, language: &str, sdk: &Path) ->
         readme.contains("## What to change") && readme.contains("capwasm provider conformance"),
         "{readme}"
     );
+    providermodule_fits_the_crd(&project.join("deploy/providermodule.yaml"), world);
     project
+}
+
+/// The project's ProviderModule names only fields the CRD has, with a
+/// string, number, boolean, list or object where the CRD says so, and
+/// the world asked for. (The API server's own checks of the placeholders
+/// the author writes in are left to it.)
+fn providermodule_fits_the_crd(path: &Path, world: &str) {
+    let crd: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO).join("crds/runtime.capwasm.dev_providermodules.yaml"),
+        )
+        .expect("the CRD"),
+    )
+    .expect("the CRD is YAML");
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let module: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("the ProviderModule"))
+            .expect("the ProviderModule is YAML");
+    assert_eq!(
+        module["apiVersion"], "runtime.capwasm.dev/v1alpha1",
+        "{module}"
+    );
+    assert_eq!(module["kind"], "ProviderModule", "{module}");
+    assert!(module["metadata"]["name"].is_string(), "{module}");
+    assert_eq!(module["spec"]["world"], world, "{module}");
+    // The CRD describes spec and status; the API server, the rest.
+    fits(&module["spec"], &schema["properties"]["spec"], "$.spec");
+}
+
+fn fits(value: &Value, schema: &Value, at: &str) {
+    let kind = match value {
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "integer",
+        Value::Bool(_) => "boolean",
+        Value::Null => "null",
+    };
+    if let Some(expected) = schema["type"].as_str() {
+        assert_eq!(kind, expected, "{at}: the CRD wants a {expected}");
+    }
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields {
+                let at = format!("{at}.{key}");
+                let property = &schema["properties"][key];
+                assert!(property.is_object(), "{at}: no such field in the CRD");
+                fits(field, property, &at);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                fits(item, &schema["items"], &format!("{at}[{i}]"));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `capwasm provider conformance COMPONENT --fixtures fixtures` of `project`, passed.
@@ -342,5 +401,54 @@ async fn new_refuses_a_non_empty_directory_a_bad_name_and_an_unbound_world_chang
             before,
             "{args:?} changed the directory"
         );
+    }
+}
+
+#[tokio::test]
+async fn every_project_carries_a_providermodule_the_crd_takes_and_depends_on_the_sdk_by_version() {
+    let dir = outside();
+    for (world, language) in [
+        ("bootstrap", "rust"),
+        ("infrastructure", "rust"),
+        ("platform", "rust"),
+        ("bootstrap", "python"),
+        ("infrastructure", "python"),
+        ("bootstrap", "typescript"),
+        ("infrastructure", "typescript"),
+    ] {
+        let name = format!("{language}-{world}");
+        let project = dir.path().join(&name);
+        let output = capwasm([
+            "provider",
+            "new",
+            &name,
+            "--world",
+            world,
+            "--language",
+            language,
+            "--dir",
+            &project.to_string_lossy(),
+        ])
+        .await;
+        assert_exit(&output, 0);
+        providermodule_fits_the_crd(&project.join("deploy/providermodule.yaml"), world);
+        // Without --sdk, the SDK comes from its registry by version alone.
+        let (file, wants) = match language {
+            "rust" => ("Cargo.toml", "capwasm-provider-sdk = \"0.2.0-dev\""),
+            "python" => ("requirements.txt", "capwasm-provider-sdk==0.2.0.dev0"),
+            _ => ("package.json", "\"capwasm-provider-sdk\": \"0.2.0-dev\""),
+        };
+        let text = std::fs::read_to_string(project.join(file)).expect("the manifest");
+        assert!(text.contains(wants), "{name} {file}:\n{text}");
+        for (path, bytes) in contents(&project) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains("../sdk")
+                    && !text.contains("find-links")
+                    && !text.contains("[patch"),
+                "{name}: {} points at a local SDK",
+                path.display()
+            );
+        }
     }
 }
