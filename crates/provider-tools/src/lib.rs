@@ -1,5 +1,5 @@
 //! The tools of provider authors, without a cluster: `capwasm provider
-//! inspect|test|conformance|push` (Kubewarden's `kwctl` for capwasm), and the
+//! new|inspect|test|conformance|push` (Kubewarden's `kwctl` for capwasm), and the
 //! conformance scenarios they run against the simulated cloud.
 #![warn(missing_docs)]
 // Input reaches every path of the operator: no unwrap, expect or panic on any of them.

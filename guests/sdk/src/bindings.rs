@@ -12,7 +12,7 @@
 pub mod infrastructure {
     wit_bindgen::generate!({
         world: "infrastructure-provider",
-        path: "../../wit/provider",
+        path: "wit/provider",
         pub_export_macro: true,
         export_macro_name: "export_infrastructure_world",
         default_bindings_module: "$crate::bindings::infrastructure",
@@ -24,7 +24,7 @@ pub mod infrastructure {
 pub mod bootstrap {
     wit_bindgen::generate!({
         world: "bootstrap-provider",
-        path: "../../wit/provider",
+        path: "wit/provider",
         pub_export_macro: true,
         export_macro_name: "export_bootstrap_world",
         default_bindings_module: "$crate::bindings::bootstrap",
@@ -44,7 +44,7 @@ pub mod bootstrap {
 pub mod platform {
     wit_bindgen::generate!({
         world: "platform-provider",
-        path: "../../wit/platform",
+        path: "wit/platform",
         pub_export_macro: true,
         export_macro_name: "export_platform_world",
         default_bindings_module: "$crate::bindings::platform",

@@ -5,6 +5,7 @@ mod expect;
 mod fixture;
 mod inspect;
 mod json;
+mod new;
 mod platform_json;
 mod push;
 mod test;
@@ -42,6 +43,9 @@ enum Command {
     /// Check a component as the operator would load it and push it to an
     /// OCI registry in the Wasm artifact layout; prints the digest to pin.
     Push(push::Args),
+    /// Write a new provider project, outside this repository, that builds
+    /// and passes `capwasm provider conformance` as written.
+    New(new::Args),
 }
 
 impl Args {
@@ -59,6 +63,7 @@ pub fn run(args: &Args) -> anyhow::Result<Exit> {
         Command::Test(args) => test::run(args),
         Command::Push(args) => push::run(args).map(|()| Exit::Success),
         Command::Conformance(args) => conformance::run(args),
+        Command::New(args) => new::run(args).map(|()| Exit::Success),
     }
 }
 
