@@ -538,6 +538,19 @@ fn unset_variables_are_refused_by_clusterctl() {
     assert!(accepted.contains("--concurrency=8"));
 }
 
+/// A management cluster's API server with `crds`, and its client.
+async fn management(crds: PathBuf) -> (TestEnv, kube::Client) {
+    let env = TestEnv::start(Options {
+        workload: false,
+        crds: vec![crds],
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let client = env.management().client().unwrap();
+    (env, client)
+}
+
 /// The API server of a management cluster beside upstream's core: its
 /// CRDs, its manager's admission webhooks, and capwasm's providers as
 /// clusterctl renders them.
@@ -545,14 +558,7 @@ async fn management_with_upstream(
     clusterctl: &Clusterctl,
 ) -> (TestEnv, UpstreamManager, kube::Client) {
     let upstream = UpstreamBuild::locate().unwrap();
-    let env = TestEnv::start(Options {
-        workload: false,
-        crds: vec![upstream.crds.clone()],
-        ..Options::default()
-    })
-    .await
-    .unwrap();
-    let client = env.management().client().unwrap();
+    let (env, client) = management(upstream.crds.clone()).await;
     for provider in ["--bootstrap", "--infrastructure"] {
         let text = clusterctl
             .ok(&["generate", "provider", provider, "capwasm"], &[])
@@ -726,14 +732,7 @@ async fn init_installs_both_providers_and_upgrade_plans_and_applies_a_newer_rele
     let clusterctl = clusterctl_for(&build, &repository, VERSION, Some(&repository));
     // cert-manager's CRDs: what clusterctl init checks for before it would
     // install cert-manager (nothing here signs certificates: no Pod runs).
-    let env = TestEnv::start(Options {
-        workload: false,
-        crds: vec![build.cert_manager_crds.clone()],
-        ..Options::default()
-    })
-    .await
-    .unwrap();
-    let client = env.management().client().unwrap();
+    let (env, client) = management(build.cert_manager_crds.clone()).await;
     let kubeconfig = clusterctl.file("kubeconfig");
     std::fs::write(&kubeconfig, env.management().kubeconfig_yaml().unwrap()).unwrap();
     let kubeconfig = kubeconfig.to_string_lossy().into_owned();
