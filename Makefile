@@ -93,10 +93,10 @@ test: lint guests
 	  tests/promtool/build.sh >/dev/null && \
 	  tests/node/build.sh >/dev/null && \
 	  release_image=$$(image/build.sh --archive --release) && \
-	  image=$$(image/build.sh --archive) && \
 	  { ( $(GUEST_CARGO) test --workspace --locked --target $(HOST_TRIPLE) --target-dir $(GUEST_TARGET_DIR) ) && \
-	    $(CARGO) build --locked -p capwasm --bin capwasm && \
-	    KUBEBUILDER_ASSETS="$$assets" CAPWASM_IMAGE="$$image" CAPWASM_RELEASE_IMAGE="$$release_image" $(CARGO) test --workspace --locked; } 2>&1 | tee "$$log" && \
+	    image=$$(image/build.sh --archive --test) && \
+	    KUBEBUILDER_ASSETS="$$assets" CAPWASM_IMAGE="$$image" CAPWASM_RELEASE_IMAGE="$$release_image" \
+	      tests/run-tests.py -- --workspace --locked; } 2>&1 | tee "$$log" && \
 	  awk '/^test result:/ { passed += $$4; failed += $$6 } END { printf "make test: %d passed, %d failed\n", passed, failed }' "$$log"
 
 # Builds what it needs (guests, kube-apiserver and etcd the first time), then

@@ -11,8 +11,13 @@
 #                               the image of a release in image/releases
 #                               (the newest by default), built from its
 #                               commit; kept once built
+#   image/build.sh --test       the working tree's test image: the
+#                               development build the tests run (host
+#                               target, with the glibc it links against),
+#                               packed in seconds; `make test` runs deploy/
+#                               in the one-node Kubernetes with it
 #
-# Reproducible: the same tracked sources, Cargo.lock, Rust toolchain and
+# Reproducible (all but --test): the same tracked sources, Cargo.lock, Rust toolchain and
 # certifi version give the same image digest on any machine and from any
 # clone, because
 #   - the sources are copied to one fixed directory before building and every
@@ -35,6 +40,7 @@ user_id=65532
 fail() { printf 'image: %s\n' "$*" >&2; exit 1; }
 archive=false
 release=""
+test_image=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --archive) archive=true ;;
@@ -42,7 +48,8 @@ while [ $# -gt 0 ]; do
       release=newest
       case "${2:-}" in -* | "") ;; *) release=$2; shift ;; esac
       ;;
-    *) fail "unknown argument $1 (--archive, --release [VERSION])" ;;
+    --test) test_image=true ;;
+    *) fail "unknown argument $1 (--archive, --release [VERSION], --test)" ;;
   esac
   shift
 done
@@ -65,7 +72,9 @@ else
   [ -z "$(git -C "$repo" status --porcelain --untracked-files=no)" ] || revision="$revision-modified"
   epoch=$(git -C "$repo" log -1 --format=%ct)
 fi
+if [ -n "$release" ] && $test_image; then fail "--release and --test build different images: choose one"; fi
 out="$cache_root/image/capwasm-$version"
+$test_image && out="$out-test"
 
 # A release's image never changes: once built it is kept (its layout names
 # the commit it came from).
@@ -79,13 +88,6 @@ fi
 mkdir -p "$cache_root"
 exec 9>"$cache_root/.image-build.lock"
 flock 9
-
-# The Rust pieces: the musl target (static linking without host libraries)
-# and musl's C compiler for the crates with C inside (ring, zstd).
-"$repo/tests/apt-install.sh" musl-tools rsync
-if command -v rustup >/dev/null; then
-  rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
-fi
 
 # certifi's bundle, from its pinned wheel.
 certs="$cache_root/certifi-$certifi_version/cacert.pem"
@@ -105,31 +107,60 @@ PY
   rm -rf "$wheel_dir"
 fi
 
-# The sources at one fixed path: the tracked files as they are in the working
-# tree, or a release's commit. Only files whose content changed are written,
-# so a fresh clone of the same sources rebuilds nothing (cargo goes by mtimes).
-src="$cache_root/image/src"
-staged="$cache_root/image/staged"
-rm -rf "$staged"
-mkdir -p "$src" "$staged"
-if [ -n "$release" ]; then
-  git -C "$repo" archive --format=tar "$revision" | tar --extract --file=- --directory "$staged"
-else
-  (cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$staged"
-fi
-rsync --recursive --checksum --delete --links --perms "$staged/" "$src/"
-rm -rf "$staged"
+# The static binary of the image deploy/ names: musl, release profile, the
+# sources at one fixed path.
+static_binary() {
+  # The Rust pieces: the musl target (static linking without host libraries)
+  # and musl's C compiler for the crates with C inside (ring, zstd).
+  "$repo/tests/apt-install.sh" musl-tools rsync
+  if command -v rustup >/dev/null; then
+    rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
+  fi
 
-cargo_home=${CARGO_HOME:-$HOME/.cargo}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
-export CARGO_PROFILE_RELEASE_STRIP=symbols
-export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$src=/capwasm --remap-path-prefix=$cargo_home=/cargo"
-started=$(date +%s)
-printf 'image: building capwasm %s for %s (release; the first build takes a while)\n' "$version" "$target" >&2
-(cd "$src" && cargo build --locked --release --target "$target" -p capwasm --bin capwasm) >&2 ||
-  fail "the static build failed (see above)"
-binary="$CARGO_TARGET_DIR/$target/release/capwasm"
-printf 'image: binary built in %ss\n' "$(($(date +%s) - started))" >&2
+  # The sources at one fixed path: the tracked files as they are in the working
+  # tree, or a release's commit. Only files whose content changed are written,
+  # so a fresh clone of the same sources rebuilds nothing (cargo goes by mtimes).
+  src="$cache_root/image/src"
+  staged="$cache_root/image/staged"
+  rm -rf "$staged"
+  mkdir -p "$src" "$staged"
+  if [ -n "$release" ]; then
+    git -C "$repo" archive --format=tar "$revision" | tar --extract --file=- --directory "$staged"
+  else
+    (cd "$repo" && git ls-files -z | tar --null --files-from=- --create --file=-) | tar --extract --file=- --directory "$staged"
+  fi
+  rsync --recursive --checksum --delete --links --perms "$staged/" "$src/"
+  rm -rf "$staged"
+
+  cargo_home=${CARGO_HOME:-$HOME/.cargo}
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+  export CARGO_PROFILE_RELEASE_STRIP=symbols
+  export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$src=/capwasm --remap-path-prefix=$cargo_home=/cargo"
+  started=$(date +%s)
+  printf 'image: building capwasm %s for %s (release; the first build takes a while)\n' "$version" "$target" >&2
+  (cd "$src" && cargo build --locked --release --target "$target" -p capwasm --bin capwasm) >&2 ||
+    fail "the static build failed (see above)"
+  binary="$CARGO_TARGET_DIR/$target/release/capwasm"
+  printf 'image: binary built in %ss\n' "$(($(date +%s) - started))" >&2
+}
+
+# The test image's binary: the development build `cargo test` uses, stripped;
+# the libraries it links come from this machine (Debian's glibc), so the
+# image is not reproducible across machines, and is never released.
+test_binary() {
+  (cd "$repo" && cargo build --locked -p capwasm --bin capwasm) >&2 || fail "the development build failed (see above)"
+  binary="${CARGO_TARGET_DIR:-$repo/target}/debug/capwasm"
+  binary_sum=$(sha256sum "$binary" | cut -d' ' -f1)
+  # Packing takes a while for a binary this size: the same binary is the
+  # same image.
+  if [ "$(cat "$out/binary-sha256" 2>/dev/null)" = "$binary_sum" ] && { ! $archive || [ -s "$out.tar" ]; }; then
+    printf 'image: test image of the same build already packed: %s\n' "$out" >&2
+    printf '%s\n' "$out"
+    exit 0
+  fi
+}
+
+if $test_image; then test_binary; else static_binary; fi
 
 # The root filesystem of the one layer.
 rootfs=$(mktemp -d)
@@ -138,7 +169,16 @@ trap 'rm -rf "$rootfs" "$layout"' EXIT
 chmod 0755 "$rootfs"
 install -d -m 0755 "$rootfs/etc/ssl/certs" "$rootfs/tmp"
 chmod 1777 "$rootfs/tmp"
-install -m 0755 "$binary" "$rootfs/capwasm"
+if $test_image; then
+  strip --strip-debug -o "$rootfs/capwasm" "$binary"
+  chmod 0755 "$rootfs/capwasm"
+  # The loader and libraries it names, at the paths it names them by.
+  for library in $(ldd "$binary" | grep -oE '/[^ ]+'); do
+    install -D -m 0755 "$(readlink -f "$library")" "$rootfs$library"
+  done
+else
+  install -m 0755 "$binary" "$rootfs/capwasm"
+fi
 install -m 0644 "$certs" "$rootfs/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%s:%s:nonroot:/home/nonroot:/sbin/nologin\n' "$user_id" "$user_id" >"$rootfs/etc/passwd"
 printf 'root:x:0:\nnonroot:x:%s:\n' "$user_id" >"$rootfs/etc/group"
@@ -165,6 +205,7 @@ fi
 rm -rf "$out" "$out.tar"
 mkdir -p "$(dirname "$out")"
 printf '%s\n' "$revision" >"$layout/revision"
+if $test_image; then printf '%s\n' "$binary_sum" >"$layout/binary-sha256"; fi
 mv "$layout" "$out"
 chmod 0755 "$out"
 if $archive; then

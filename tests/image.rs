@@ -1,6 +1,9 @@
-//! The operator's image as `make image` builds it: reproducible, one static
-//! binary run as a non-root user, CA certificates inside, nothing else;
-//! pushed to a registry and signed with cosign as the providers are.
+//! The operator's image as a release ships it (`image/build.sh`, the
+//! newest release in `image/releases` built from its commit by this tree's
+//! recipe): reproducible, one static binary run as a non-root user, CA
+//! certificates inside, nothing else; pushed to a registry and signed with
+//! cosign as the providers are. (The test image `make test` runs deploy/
+//! with is the development build: `image/build.sh --test`.)
 
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +21,18 @@ fn blob(layout: &Path, digest: &str) -> Result<Vec<u8>> {
 
 fn json_blob(layout: &Path, digest: &str) -> Result<Value> {
     Ok(serde_json::from_slice(&blob(layout, digest)?)?)
+}
+
+/// The newest release's version, as `image/releases` records it.
+fn release_version() -> Result<String> {
+    let releases =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../image/releases"))?;
+    releases
+        .lines()
+        .rfind(|line| !line.is_empty() && !line.starts_with('#'))
+        .and_then(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .context("a release in image/releases")
 }
 
 /// Whether an ELF executable asks for a dynamic loader (has a PT_INTERP
@@ -86,7 +101,8 @@ fn repacked_digest(layer: &Path, config: &Value, name: &str) -> Result<String> {
 
 #[tokio::test]
 async fn the_image_is_reproducible_static_non_root_and_signed_in_a_registry() -> Result<()> {
-    let image = OperatorImage::build()?;
+    let image = OperatorImage::release()?;
+    let version = release_version()?;
 
     let index = serde_json::from_slice::<Value>(&std::fs::read(image.layout.join("index.json"))?)?;
     assert_eq!(index["manifests"][0]["digest"], image.digest.as_str());
@@ -100,7 +116,7 @@ async fn the_image_is_reproducible_static_non_root_and_signed_in_a_registry() ->
     );
     assert_eq!(
         config["config"]["Labels"]["org.opencontainers.image.version"],
-        env!("CARGO_PKG_VERSION")
+        version.as_str()
     );
     let layers = manifest["layers"].as_array().context("layers")?;
     assert_eq!(layers.len(), 1, "one layer: {manifest}");
@@ -179,18 +195,18 @@ async fn the_image_is_reproducible_static_non_root_and_signed_in_a_registry() ->
         !is_dynamic(&std::fs::read(&binary)?)?,
         "the binary needs no loader or libc"
     );
-    let version = Command::new(&binary).arg("--version").output()?;
-    let version = String::from_utf8(version.stdout)?;
-    assert!(version.contains(env!("CARGO_PKG_VERSION")), "{version}");
+    let printed = Command::new(&binary).arg("--version").output()?;
+    let printed = String::from_utf8(printed.stdout)?;
+    assert!(printed.contains(&version), "{printed}");
 
-    pushed_and_signed(&image).await
+    pushed_and_signed(&image, &version).await
 }
 
 /// Pushed and signed: the registry's digest is the layout's, and cosign
 /// verifies the signature with the publisher's key and no other.
-async fn pushed_and_signed(image: &OperatorImage) -> Result<()> {
+async fn pushed_and_signed(image: &OperatorImage, version: &str) -> Result<()> {
     let registry = Registry::start().await?;
-    let reference = registry.image("capwasm/capwasm", env!("CARGO_PKG_VERSION"));
+    let reference = registry.image("capwasm/capwasm", version);
     registry.crane(&["push", &image.layout.display().to_string(), &reference])?;
     let pushed = registry.crane(&["digest", &reference])?;
     assert_eq!(pushed, image.digest);

@@ -31,7 +31,9 @@ use testenv::release::Release;
 /// one scaling 1 → 3; then the release applied back over this tree while
 /// the first pool scales 2 → 3. Nothing is made again: the same objects
 /// (by UID), the same instances, and the cloud made exactly one instance
-/// per replica ever asked for.
+/// per replica ever asked for. The providers throughout are the release's
+/// own, built from its commit: upgrading the operator keeps the modules a
+/// user runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_newest_release_upgrades_to_this_tree_and_back_with_every_pool_running() -> Result<()> {
     let release = Release::newest()?;
@@ -45,7 +47,8 @@ async fn the_newest_release_upgrades_to_this_tree_and_back_with_every_pool_runni
     let client = node.client()?;
 
     install(&client, &release.deploy_dir(""), &release.image).await?;
-    let served = ServedCluster::create(&node, &client, "upgrade", "c1").await?;
+    let served =
+        ServedCluster::create_with_guests(&node, &client, "upgrade", "c1", &release.guests).await?;
     served.pool(&client, "at-rest", 2).await?;
     served.pool(&client, "in-flight", 1).await?;
     let pools = served.pools(&client);

@@ -5,7 +5,8 @@
 #
 #   tests/go-tool/build.sh NAME PACKAGE@VERSION
 #
-# The binary is NAME in ~/.cache/capwasm/NAME-VERSION/.
+# The binary is NAME in ~/.cache/capwasm/NAME-VERSION/. GO_BUILD_TAGS, when
+# set, is passed to `go install -tags`.
 set -euo pipefail
 
 [ $# -eq 2 ] || { printf 'usage: %s NAME PACKAGE@VERSION\n' "$0" >&2; exit 2; }
@@ -28,7 +29,7 @@ staging=$(mktemp -d "$cache_root/.building-$name-XXXXXX")
 trap 'rm -rf "$staging"' EXIT
 started=$(date +%s)
 printf '%s: building %s from its Go module into %s (first time only)\n' "$name" "$package" "$dir" >&2
-GOBIN="$staging" go install -trimpath -ldflags "-s -w" "$package" >&2 ||
+GOBIN="$staging" go install -trimpath -ldflags "-s -w" ${GO_BUILD_TAGS:+-tags "$GO_BUILD_TAGS"} "$package" >&2 ||
   fail "building $package failed (see above)"
 [ -x "$staging/$name" ] || fail "$package did not install a program named $name"
 printf '%s: built in %ss\n' "$name" "$(($(date +%s) - started))" >&2

@@ -204,10 +204,28 @@ impl Objects {
         namespace: &str,
         host: &str,
     ) -> Result<Modules> {
+        self.modules_from_config_map_in(client, prefix, namespace, host, &guest_path(""))
+            .await
+    }
+
+    /// [`Self::modules_from_config_map`] with the components in `guests`
+    /// (a release's, say) instead of this tree's.
+    ///
+    /// # Errors
+    ///
+    /// If a component cannot be read or an object is refused.
+    pub async fn modules_from_config_map_in(
+        &self,
+        client: &Client,
+        prefix: &str,
+        namespace: &str,
+        host: &str,
+        guests: &std::path::Path,
+    ) -> Result<Modules> {
         let name = format!("{prefix}-providers");
         let mut data = std::collections::BTreeMap::new();
         for file in [BOOTSTRAP_GUEST, INFRASTRUCTURE_GUEST] {
-            let path = guest_path(file);
+            let path = guests.join(file);
             let bytes = std::fs::read(&path).map_err(|source| Error::Io { path, source })?;
             data.insert(file.to_owned(), ByteString(bytes));
         }

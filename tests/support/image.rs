@@ -1,5 +1,6 @@
-//! capwasm's operator image, as `make image` builds it (`image/build.sh`),
-//! and upstream Cluster API's manager packed by the same `image/pack.sh`.
+//! capwasm's operator images (`image/build.sh`): the test image of this
+//! working tree and a release's image, and upstream Cluster API's manager
+//! packed by the same `image/pack.sh`.
 
 use std::path::{Path, PathBuf};
 
@@ -24,15 +25,16 @@ pub struct OperatorImage {
 }
 
 impl OperatorImage {
-    /// The image in the layout `CAPWASM_IMAGE` names (built beforehand,
-    /// with its archive beside it), else the image of this working tree
-    /// (`image/build.sh`, which reuses its build when nothing changed).
+    /// The test image of this working tree: the layout `CAPWASM_IMAGE`
+    /// names (built beforehand, with its archive beside it), else
+    /// `image/build.sh --test` (the development build, packed again only
+    /// when it changed).
     ///
     /// # Errors
     ///
     /// If the build fails.
     pub fn build() -> Result<Self> {
-        Self::built_or_build("CAPWASM_IMAGE", &["--archive"])
+        Self::built_or_build("CAPWASM_IMAGE", &["--archive", "--test"])
     }
 
     /// The image of the newest release in `image/releases`, built from its

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use capwasm::api::MachinePool;
 use capwasm::simcloud::RunningSimCloud;
+use capwasm::testing::guest_path;
 use capwasm::testing::objects::ClusterBuilder;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node as NodeObject, Pod};
@@ -345,6 +346,21 @@ impl ServedCluster {
     ///
     /// If an object is refused or the modules do not load.
     pub async fn create(node: &Node, client: &Client, namespace: &str, name: &str) -> Result<Self> {
+        Self::create_with_guests(node, client, namespace, name, &guest_path("")).await
+    }
+
+    /// [`Self::create`] with the components in `guests` (a release's, say).
+    ///
+    /// # Errors
+    ///
+    /// If an object is refused or the modules do not load.
+    pub async fn create_with_guests(
+        node: &Node,
+        client: &Client,
+        namespace: &str,
+        name: &str,
+        guests: &Path,
+    ) -> Result<Self> {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let object = Namespace {
             metadata: ObjectMeta {
@@ -357,7 +373,13 @@ impl ServedCluster {
         let (cloud, objects) =
             Objects::start_cloud_on(HOST_ADDRESS, node.workload_client().await?).await?;
         let modules = objects
-            .modules_from_config_map(client, namespace, NAMESPACE, &HOST_ADDRESS.to_string())
+            .modules_from_config_map_in(
+                client,
+                namespace,
+                NAMESPACE,
+                &HOST_ADDRESS.to_string(),
+                guests,
+            )
             .await?;
         let kubeconfig = node.workload_kubeconfig_secret(namespace, name)?;
         objects

@@ -1,12 +1,14 @@
 //! capwasm's previous release as its users have it: the image built from
-//! its commit (`image/build.sh --release`) and the deploy/ and crds/ that
-//! commit holds, for the tests that upgrade from it.
+//! its commit (`image/build.sh --release`), its Rust providers built from
+//! the same commit (`tests/release-guests/build.sh`) and the deploy/ and
+//! crds/ that commit holds, for the tests that upgrade from it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use tempfile::TempDir;
 
+use crate::binaries::build_script_with;
 use crate::image::OperatorImage;
 use crate::{Error, Result};
 
@@ -14,18 +16,22 @@ use crate::{Error, Result};
 pub struct Release {
     /// Its image.
     pub image: OperatorImage,
+    /// The directory of its providers' components.
+    pub guests: PathBuf,
     /// Its deploy/ and crds/, as its commit has them.
     tree: TempDir,
 }
 
 impl Release {
-    /// The newest release: its image (built the first time) and its tree.
+    /// The newest release: its image and providers (built the first time)
+    /// and its tree.
     ///
     /// # Errors
     ///
     /// If the image cannot be built or the commit cannot be read.
     pub fn newest() -> Result<Self> {
         let image = OperatorImage::release()?;
+        let guests = build_script_with("release-guests/build.sh", &[&image.revision])?;
         let tree = tempfile::Builder::new()
             .prefix("capwasm-release-")
             .tempdir()
@@ -63,7 +69,11 @@ impl Release {
                 image.revision
             )));
         }
-        Ok(Self { image, tree })
+        Ok(Self {
+            image,
+            guests,
+            tree,
+        })
     }
 
     /// The release's deploy/ or one of its variants.
