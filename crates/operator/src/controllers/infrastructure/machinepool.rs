@@ -15,6 +15,7 @@ use crate::api::provider::{
     MACHINE_POOL_FINALIZER,
 };
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
+use crate::controllers::bootstrap::token_expired as token_expired_in;
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -28,6 +29,10 @@ use crate::wasm::checks::Violation;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
 use crate::workload::ClusterKey;
+
+/// How soon to look again at a pool waiting for bootstrap data with a
+/// fresh token.
+const TOKEN_RENEWAL_POLL: Duration = Duration::from_secs(2);
 
 /// The export whose result the host checks.
 const EXPORT: &str = "machine-pools.reconcile";
@@ -84,6 +89,20 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
                 "MachinePool {:?} has no bootstrap data Secret yet",
                 machine_pool.name_any()
             ),
+        )));
+    }
+    // New machines must not boot with a host token that has expired: the
+    // bootstrap controller makes a new one and new data as the pool scales.
+    // It writes a Secret this controller does not watch, hence the timer.
+    let adding = usize::try_from(replicas).unwrap_or(0) > scope.status.instances.len();
+    if adding && token_expired(ctx, &machine_pool).await? {
+        return Ok(Outcome::Wait(Wait::after(
+            Reason::WaitingForBootstrapData,
+            format!(
+                "the bootstrap token in MachinePool {:?}'s bootstrap data has expired; waiting for new data",
+                machine_pool.name_any()
+            ),
+            TOKEN_RENEWAL_POLL,
         )));
     }
     let pool = scope.object.clone();
@@ -289,6 +308,35 @@ pub fn deletion(outcome: DeleteOutcome, what: &str) -> Outcome {
             Duration::from_secs(u64::from(seconds.max(1))),
         )),
     }
+}
+
+/// Whether the pool's bootstrap data holds a host-made token that expired.
+async fn token_expired(ctx: &Context, machine_pool: &MachinePool) -> Result<bool, Error> {
+    let Some(name) = machine_pool
+        .spec
+        .template
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+    else {
+        return Ok(false);
+    };
+    let namespace = machine_pool.namespace().unwrap_or_default();
+    let meta = ctx
+        .secrets
+        .metadata(&ctx.caches.secrets, &namespace, name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(
+        meta.is_some_and(|m| {
+            token_expired_in(m.annotations(), k8s_openapi::jiff::Timestamp::now())
+        }),
+    )
 }
 
 /// The pool's bootstrap data, from the Secret its MachinePool names.
