@@ -130,7 +130,15 @@ pub async fn generate(
         (_, issued) => issued,
     };
     let (data, _) = called.map_err(Error::Guest)?;
-    store(ctx, config, &pool.spec.cluster_name, data, used.as_ref()).await?;
+    store(
+        ctx,
+        config,
+        &pool.spec.cluster_name,
+        data,
+        used.as_ref(),
+        pool.desired_replicas(),
+    )
+    .await?;
     ctx.publish(
         &scope.reference(),
         Reason::DataSecretCreated,
@@ -170,6 +178,7 @@ async fn store(
     cluster_name: &str,
     data: BootstrapData,
     token: Option<&tokens::Issued>,
+    replicas: i32,
 ) -> Result<(), Error> {
     let (namespace, name) = (config.namespace().unwrap_or_default(), config.name_any());
     let mut annotations = BTreeMap::from([(GENERATION_ANNOTATION, generation(config))]);
@@ -180,6 +189,7 @@ async fn store(
             tokens::TOKEN_EXPIRATION_ANNOTATION,
             token.token.expiration.clone(),
         );
+        annotations.insert(tokens::TOKEN_REPLICAS_ANNOTATION, replicas.to_string());
     }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let secret = json!({

@@ -19,7 +19,8 @@ use crate::api::provider::BOOTSTRAP_GROUP;
 
 pub use data::GENERATION_ANNOTATION;
 pub use tokens::{
-    CONFIG_UID_LABEL, TOKEN_EXPIRATION_ANNOTATION, TOKEN_ID_ANNOTATION, expired as token_expired,
+    CONFIG_UID_LABEL, TOKEN_EXPIRATION_ANNOTATION, TOKEN_ID_ANNOTATION, TOKEN_REPLICAS_ANNOTATION,
+    fit_for,
 };
 
 /// The controller's name in metrics and logs.

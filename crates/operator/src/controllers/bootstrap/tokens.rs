@@ -34,6 +34,11 @@ use crate::workload::{self, ClusterKey};
 pub const TOKEN_ID_ANNOTATION: &str = "bootstrap.capwasm.dev/token-id";
 /// On the data Secret: when that token expires (RFC 3339), as last set.
 pub const TOKEN_EXPIRATION_ANNOTATION: &str = "bootstrap.capwasm.dev/token-expiration";
+/// On the data Secret: the replicas of the pool the bootstrap controller
+/// last found the token good for (there, unexpired). The WasmMachinePool
+/// adds machines only up to that many, so that no machine boots with a
+/// token that expired or was deleted while the pool did not scale.
+pub const TOKEN_REPLICAS_ANNOTATION: &str = "bootstrap.capwasm.dev/token-replicas";
 /// On a token Secret in the workload cluster: the UID of the config it was
 /// made for, so that its expired tokens can be found and deleted.
 pub const CONFIG_UID_LABEL: &str = "bootstrap.capwasm.dev/config-uid";
@@ -205,6 +210,50 @@ pub async fn workload_client(ctx: &Context, pool: &MachinePool) -> Result<Option
     }
 }
 
+/// Deletes the expired tokens made for config `uid` (kube-controller-manager's
+/// token cleaner would too, where it runs); returns when token `id` expires
+/// if it is there unexpired, and the soonest expiry of all that are.
+async fn sweep(
+    ctx: &Context,
+    client: &Client,
+    uid: &str,
+    id: &str,
+    now: Timestamp,
+) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
+    let tokens = Api::<Secret>::namespaced(client.clone(), TOKEN_NAMESPACE)
+        .list(&ListParams::default().labels(&format!("{CONFIG_UID_LABEL}={uid}")))
+        .await
+        .map_err(|source| Error::Get {
+            kind: "bootstrap token Secrets",
+            name: uid.to_owned(),
+            source,
+        })?;
+    let mut current = None;
+    let mut next_expiry: Option<Timestamp> = None;
+    for token in &tokens.items {
+        let token_id = token
+            .data
+            .as_ref()
+            .and_then(|d| d.get("token-id"))
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .unwrap_or_default();
+        match expiration(token) {
+            Some(at) if at > now => {
+                next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
+                if token_id == id {
+                    current = Some(at);
+                }
+            }
+            _ => {
+                delete(client, &token_id).await?;
+                tracing::info!(token_id = %token_id, "deleted an expired bootstrap token");
+                ctx.metrics.write(CONTROLLER, "bootstrap-token");
+            }
+        }
+    }
+    Ok((current, next_expiry))
+}
+
 /// Keeps the token of existing data alive while the pool has machines to
 /// join, and asks for new data (clearing `found.done`) when that token is
 /// gone or expired; deletes the config's expired tokens; comes back before
@@ -226,7 +275,8 @@ pub async fn maintain(
             name: name.clone(),
             source,
         })?;
-    let Some(id) = meta.and_then(|m| m.annotations().get(TOKEN_ID_ANNOTATION).cloned()) else {
+    let recorded = meta.map(|m| m.annotations().clone()).unwrap_or_default();
+    let Some(id) = recorded.get(TOKEN_ID_ANNOTATION).cloned() else {
         // The data holds no token of the host's: nothing to look after.
         return Ok(Outcome::Continue);
     };
@@ -237,40 +287,7 @@ pub async fn maintain(
     let now = Timestamp::now();
     let api: Api<Secret> = Api::namespaced(client.clone(), TOKEN_NAMESPACE);
     let uid = scope.object.uid().unwrap_or_default();
-    let tokens = api
-        .list(&ListParams::default().labels(&format!("{CONFIG_UID_LABEL}={uid}")))
-        .await
-        .map_err(|source| Error::Get {
-            kind: "bootstrap token Secrets",
-            name: name.clone(),
-            source,
-        })?;
-    // Expired tokens of this config go (kube-controller-manager's token
-    // cleaner would too, where it runs); the soonest expiry of the others
-    // is when to look again.
-    let mut current = None;
-    let mut next_expiry: Option<Timestamp> = None;
-    for token in &tokens.items {
-        let token_id = token
-            .data
-            .as_ref()
-            .and_then(|d| d.get("token-id"))
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .unwrap_or_default();
-        match expiration(token) {
-            Some(at) if at > now => {
-                next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
-                if token_id == id {
-                    current = Some(at);
-                }
-            }
-            _ => {
-                delete(&client, &token_id).await?;
-                tracing::info!(token_id = %token_id, "deleted an expired bootstrap token");
-                ctx.metrics.write(CONTROLLER, "bootstrap-token");
-            }
-        }
-    }
+    let (current, next_expiry) = sweep(ctx, &client, &uid, &id, now).await?;
     if !machines_to_join(&pool) {
         // Every machine joined: the token is left to expire.
         return Ok(next_expiry.map_or(Outcome::Continue, |at| {
@@ -278,8 +295,10 @@ pub async fn maintain(
         }));
     }
     let Some(expires) = current else {
-        let recorded = meta_expiration(ctx, scope, &name).await?;
-        let (reason, note) = if recorded.is_some_and(|at| at > now) {
+        let recorded_expiry = recorded
+            .get(TOKEN_EXPIRATION_ANNOTATION)
+            .and_then(|v| v.parse::<Timestamp>().ok());
+        let (reason, note) = if recorded_expiry.is_some_and(|at| at > now) {
             (
                 Reason::BootstrapTokenMissing,
                 format!(
@@ -302,64 +321,60 @@ pub async fn maintain(
     // third of it: two chances to extend before it expires (upstream's
     // kubeadm provider's rhythm).
     let refresh_before = after(now, ttl.mul_f64(5.0 / 6.0));
+    let mut annotations = serde_json::Map::new();
     if expires < refresh_before {
         let extended = after(now, ttl);
+        let expiration = ByteString(rfc3339(extended).into_bytes());
         api.patch(
             &secret_name(&id),
             &PatchParams::default(),
-            &Patch::Merge(
-                json!({ "data": { "expiration": ByteString(rfc3339(extended).into_bytes()) } }),
-            ),
+            &Patch::Merge(json!({ "data": { "expiration": expiration } })),
         )
         .await
         .map_err(|source| write_error("bootstrap token Secret", secret_name(&id), source))?;
+        ctx.metrics.write(CONTROLLER, "bootstrap-token");
+        tracing::debug!(token_id = %id, expires = %extended, "extended the bootstrap token: machines still have to join");
+        annotations.insert(TOKEN_EXPIRATION_ANNOTATION.into(), rfc3339(extended).into());
+    }
+    let replicas = pool.desired_replicas().to_string();
+    if recorded.get(TOKEN_REPLICAS_ANNOTATION) != Some(&replicas) {
+        annotations.insert(TOKEN_REPLICAS_ANNOTATION.into(), replicas.into());
+    }
+    if !annotations.is_empty() {
         Api::<Secret>::namespaced(ctx.client.clone(), &scope.namespace())
             .patch(
                 &name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": { "annotations": {
-                    TOKEN_EXPIRATION_ANNOTATION: rfc3339(extended)
-                } } })),
+                &Patch::Merge(json!({ "metadata": { "annotations": annotations } })),
             )
             .await
             .map_err(|source| write_error("bootstrap data Secret", name.clone(), source))?;
-        ctx.metrics.write(CONTROLLER, "bootstrap-token");
-        tracing::debug!(token_id = %id, expires = %extended, "extended the bootstrap token: machines still have to join");
+        ctx.metrics.write(CONTROLLER, "secret");
     }
     Ok(Outcome::RequeueAfter(ttl / 3))
-}
-
-/// The expiration the data Secret records for its token.
-async fn meta_expiration(
-    ctx: &Context,
-    scope: &Scope<WasmBootstrapConfig>,
-    name: &str,
-) -> Result<Option<Timestamp>, Error> {
-    let meta = ctx
-        .secrets
-        .metadata(&ctx.caches.secrets, &scope.namespace(), name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: name.to_owned(),
-            source,
-        })?;
-    Ok(meta
-        .and_then(|m| m.annotations().get(TOKEN_EXPIRATION_ANNOTATION).cloned())
-        .and_then(|v| v.parse().ok()))
 }
 
 fn until(now: Timestamp, at: Timestamp) -> Duration {
     Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
 }
 
-/// Whether bootstrap data annotated with `annotations` holds a host token
-/// that has expired: new machines must not boot with it.
-pub fn expired(annotations: &BTreeMap<String, String>, now: Timestamp) -> bool {
-    annotations
+/// Whether machines may be added to a pool of `replicas` with bootstrap
+/// data annotated with `annotations`: yes unless the data holds a host
+/// token that expired, or that the bootstrap controller has not yet found
+/// good for that many replicas.
+pub fn fit_for(annotations: &BTreeMap<String, String>, replicas: i32, now: Timestamp) -> bool {
+    if !annotations.contains_key(TOKEN_ID_ANNOTATION) {
+        return true;
+    }
+    let unexpired = annotations
         .get(TOKEN_EXPIRATION_ANNOTATION)
         .and_then(|v| v.parse::<Timestamp>().ok())
-        .is_some_and(|at| at <= now)
+        .is_some_and(|at| at > now);
+    let confirmed = annotations
+        .get(TOKEN_REPLICAS_ANNOTATION)
+        .and_then(|v| v.parse::<i32>().ok())
+        .is_some_and(|r| r >= replicas);
+    unexpired && confirmed
 }
 
 #[cfg(test)]
@@ -385,12 +400,50 @@ mod tests {
     }
 
     #[test]
-    fn data_is_expired_only_when_its_recorded_expiration_has_passed() {
+    fn data_is_fit_for_new_machines_only_with_a_live_confirmed_token() {
         let now: Timestamp = "2026-11-28T14:00:00Z".parse().unwrap();
-        let with =
-            |v: &str| BTreeMap::from([(TOKEN_EXPIRATION_ANNOTATION.to_owned(), v.to_owned())]);
-        assert!(expired(&with("2026-11-28T13:59:59Z"), now));
-        assert!(!expired(&with("2026-11-28T14:00:01Z"), now));
-        assert!(!expired(&BTreeMap::new(), now));
+        let cases = [
+            ("no host token", None, "", "", 3, true),
+            (
+                "unexpired and confirmed",
+                Some("abcdef"),
+                "2026-11-28T14:00:01Z",
+                "3",
+                3,
+                true,
+            ),
+            (
+                "expired",
+                Some("abcdef"),
+                "2026-11-28T13:59:59Z",
+                "3",
+                3,
+                false,
+            ),
+            (
+                "not confirmed for the new size",
+                Some("abcdef"),
+                "2026-11-28T14:00:01Z",
+                "2",
+                3,
+                false,
+            ),
+            ("nothing recorded", Some("abcdef"), "", "", 1, false),
+        ];
+        for (case, id, expiration, confirmed, replicas, fit) in cases {
+            let mut annotations = BTreeMap::new();
+            if let Some(id) = id {
+                annotations.insert(TOKEN_ID_ANNOTATION.to_owned(), id.to_owned());
+            }
+            for (key, value) in [
+                (TOKEN_EXPIRATION_ANNOTATION, expiration),
+                (TOKEN_REPLICAS_ANNOTATION, confirmed),
+            ] {
+                if !value.is_empty() {
+                    annotations.insert(key.to_owned(), value.to_owned());
+                }
+            }
+            assert_eq!(fit_for(&annotations, replicas, now), fit, "{case}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use crate::api::provider::{
     MACHINE_POOL_FINALIZER,
 };
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
-use crate::controllers::bootstrap::token_expired as token_expired_in;
+use crate::controllers::bootstrap::fit_for;
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -91,15 +91,16 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
             ),
         )));
     }
-    // New machines must not boot with a host token that has expired: the
-    // bootstrap controller makes a new one and new data as the pool scales.
-    // It writes a Secret this controller does not watch, hence the timer.
+    // New machines must not boot with a host token that expired or was
+    // deleted: the bootstrap controller confirms (or renews) it as the pool
+    // scales. It writes a Secret this controller does not watch, hence the
+    // timer.
     let adding = usize::try_from(replicas).unwrap_or(0) > scope.status.instances.len();
-    if adding && token_expired(ctx, &machine_pool).await? {
+    if adding && !data_fit(ctx, &machine_pool).await? {
         return Ok(Outcome::Wait(Wait::after(
             Reason::WaitingForBootstrapData,
             format!(
-                "the bootstrap token in MachinePool {:?}'s bootstrap data has expired; waiting for new data",
+                "waiting for the bootstrap controller to confirm or renew the bootstrap token in MachinePool {:?}'s bootstrap data for {replicas} replicas",
                 machine_pool.name_any()
             ),
             TOKEN_RENEWAL_POLL,
@@ -310,8 +311,8 @@ pub fn deletion(outcome: DeleteOutcome, what: &str) -> Outcome {
     }
 }
 
-/// Whether the pool's bootstrap data holds a host-made token that expired.
-async fn token_expired(ctx: &Context, machine_pool: &MachinePool) -> Result<bool, Error> {
+/// Whether the pool's bootstrap data may boot new machines ([`fit_for`]).
+async fn data_fit(ctx: &Context, machine_pool: &MachinePool) -> Result<bool, Error> {
     let Some(name) = machine_pool
         .spec
         .template
@@ -320,7 +321,7 @@ async fn token_expired(ctx: &Context, machine_pool: &MachinePool) -> Result<bool
         .data_secret_name
         .as_deref()
     else {
-        return Ok(false);
+        return Ok(true);
     };
     let namespace = machine_pool.namespace().unwrap_or_default();
     let meta = ctx
@@ -332,11 +333,13 @@ async fn token_expired(ctx: &Context, machine_pool: &MachinePool) -> Result<bool
             name: name.to_owned(),
             source,
         })?;
-    Ok(
-        meta.is_some_and(|m| {
-            token_expired_in(m.annotations(), k8s_openapi::jiff::Timestamp::now())
-        }),
-    )
+    Ok(meta.is_none_or(|m| {
+        fit_for(
+            m.annotations(),
+            machine_pool.desired_replicas(),
+            k8s_openapi::jiff::Timestamp::now(),
+        )
+    }))
 }
 
 /// The pool's bootstrap data, from the Secret its MachinePool names.
