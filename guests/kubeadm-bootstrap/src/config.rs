@@ -248,6 +248,20 @@ mod tests {
     }
 
     #[test]
+    fn with_token_takes_the_hosts_only_when_the_config_has_none() {
+        let host = || Some("zzzzzz.zzzzzzzzzzzzzzzz".to_owned());
+        let own = with_token(parse(&join_config("")).expect("valid"), host).expect("token");
+        assert_eq!(own.token, TOKEN);
+        let bare = format!(r#"{{"mode": "join", "caCertHashes": ["{HASH}"]}}"#);
+        let hosts = with_token(parse(&bare).expect("valid"), host).expect("token");
+        assert_eq!(hosts.token, "zzzzzz.zzzzzzzzzzzzzzzz");
+        match with_token(parse(&bare).expect("valid"), || None) {
+            Err(ProviderError::InvalidConfig(e)) => assert_eq!(e.path, "$.token"),
+            other => panic!("expected an invalid config, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn parse_rejects_malformed_token_without_echoing_it() {
         let json = join_config("").replace(TOKEN, "ABCDEF.0123456789abcdef");
         match parse(&json) {
