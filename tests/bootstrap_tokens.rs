@@ -11,15 +11,19 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capwasm::api::MachinePool;
+use capwasm::api::ProviderModule;
+use capwasm::api::providermodule::World;
 use capwasm::controllers::bootstrap::{CONFIG_UID_LABEL, TOKEN_ID_ANNOTATION};
 use capwasm::simcloud::InstanceRecord;
-use capwasm::testing::objects::MachinePoolBuilder;
+use capwasm::testing::guest_path;
+use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 use testenv::flows::{
-    Apis, create_pool, scale, wait_for, wait_for_cluster, wait_for_event, wait_for_pool,
+    Apis, create_pool, scale, wait_for, wait_for_cluster, wait_for_event, wait_for_module,
+    wait_for_pool,
 };
 use testenv::{ApiServer, Stack, TestEnv};
 
@@ -123,8 +127,22 @@ async fn pool_of_one_without_a_token(
     workload: &ApiServer,
     ns: &str,
     apis: &Apis,
+    guest: Option<&str>,
 ) {
-    let modules = stack.objects.modules(client, ns).await.unwrap();
+    let mut modules = stack.objects.modules(client, ns).await.unwrap();
+    if let Some(file) = guest {
+        let api = Api::<ProviderModule>::all(client.clone());
+        let name = format!("{ns}-kubeadm-guest");
+        let module = ProviderModuleBuilder::file(
+            &name,
+            World::Bootstrap,
+            &guest_path(file).to_string_lossy(),
+        )
+        .build();
+        api.create(&PostParams::default(), &module).await.unwrap();
+        wait_for_module(&api, &name, "Ready").await;
+        modules.bootstrap = name;
+    }
     stack
         .objects
         .create_cluster(client, workload, ns, "c1", &modules)
@@ -150,22 +168,46 @@ async fn pool_of_one_without_a_token(
     wait_for_pool(&apis.pools, "pool", "Running", 1).await;
 }
 
+/// One operator with the short TTL for the tests of this file (one
+/// simulated cloud, so that no two instances share a Node name).
+static STACK: tokio::sync::OnceCell<Stack> = tokio::sync::OnceCell::const_new();
+
 #[tokio::test]
-async fn a_pool_scaled_after_its_token_expired_or_was_deleted_joins_with_a_fresh_one() {
+async fn a_pool_of_the_rust_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
+    scaled_after_expiry_and_deletion("tokens-rs", None).await;
+}
+
+#[tokio::test]
+async fn a_pool_of_the_python_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
+    scaled_after_expiry_and_deletion("tokens-py", Some("python-kubeadm-bootstrap.wasm")).await;
+}
+
+#[tokio::test]
+async fn a_pool_of_the_typescript_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
+    scaled_after_expiry_and_deletion("tokens-js", Some("js-kubeadm-bootstrap.wasm")).await;
+}
+
+/// The scenario with kubeadm-bootstrap built from `guest` (the Rust one
+/// if none).
+async fn scaled_after_expiry_and_deletion(prefix: &str, guest: Option<&str>) {
     let env = TestEnv::shared().await.unwrap();
-    let stack = Stack::of_with(env, |settings| settings.bootstrap_token_ttl = TTL)
-        .await
-        .unwrap();
+    let stack = STACK
+        .get_or_init(|| async {
+            Stack::of_with(env, |settings| settings.bootstrap_token_ttl = TTL)
+                .await
+                .unwrap()
+        })
+        .await;
     let client = env.management().client().unwrap();
     let workload = env.workload().unwrap();
     let tokens: Api<Secret> = Api::namespaced(workload.client().unwrap(), "kube-system");
-    let ns = env.management().create_namespace("tokens").await.unwrap();
+    let ns = env.management().create_namespace(prefix).await.unwrap();
     let apis = Apis::new(&client, &ns);
-    pool_of_one_without_a_token(&stack, &client, workload, &ns, &apis).await;
+    pool_of_one_without_a_token(stack, &client, workload, &ns, &apis, guest).await;
     let first = token(&tokens, &data_token_id(&client, &ns).await)
         .await
         .expect("the first token is in the workload cluster");
-    let before = instances(&stack, &ns, 1);
+    let before = instances(stack, &ns, 1);
     let (first_id, first_instance) = before.iter().next().unwrap();
     assert!(
         booted_with(first_instance, &first),
@@ -202,7 +244,7 @@ async fn a_pool_scaled_after_its_token_expired_or_was_deleted_joins_with_a_fresh
         second.expires > first.expires,
         "made after the first expired"
     );
-    let after = instances(&stack, &ns, 2);
+    let after = instances(stack, &ns, 2);
     assert!(after.contains_key(first_id), "the first instance is kept");
     let new: Vec<_> = after
         .values()
@@ -232,7 +274,7 @@ async fn a_pool_scaled_after_its_token_expired_or_was_deleted_joins_with_a_fresh
         .await
         .expect("the third token is in the workload cluster");
     assert!(third.id != first.id && third.id != second.id);
-    let last = instances(&stack, &ns, 3);
+    let last = instances(stack, &ns, 3);
     for id in after.keys() {
         assert!(last.contains_key(id), "instance {id} is kept");
     }
