@@ -53,9 +53,17 @@ async fn inspect_describes_kubeadm_bootstrap_with_the_files_digest() {
         exports.contains(&"capwasm:provider/bootstrap@0.1.1"),
         "{exports:?}"
     );
-    assert_eq!(
-        d["configSchema"]["required"],
-        serde_json::json!(["mode", "token"])
+    // The token may be left out: the host then makes one.
+    assert_eq!(d["configSchema"]["required"], serde_json::json!(["mode"]));
+    let imports: Vec<&str> = d["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        imports.contains(&"capwasm:provider/bootstrap-tokens@0.1.1"),
+        "{imports:?}"
     );
 }
 
