@@ -67,6 +67,23 @@ impl Stack {
         Self::start(env.management().config().clone(), workload.config().clone()).await
     }
 
+    /// The same, with `adjust` applied to the operator's settings (a short
+    /// bootstrap token TTL, say).
+    pub async fn of_with(
+        env: &TestEnv,
+        adjust: impl FnOnce(&mut Settings) + Send + 'static,
+    ) -> Result<Stack> {
+        let workload = env
+            .workload()
+            .ok_or_else(|| Error::SharedStart("the environment has no workload server".into()))?;
+        start(
+            env.management().config().clone(),
+            workload.config().clone(),
+            Box::new(adjust),
+        )
+        .await
+    }
+
     /// A stack of its own: the operator acting with `management` (whose
     /// credentials or impersonation decide what it may do), the cloud
     /// registering Nodes with `workload`. Both stop when it is dropped.
@@ -78,11 +95,14 @@ impl Stack {
                 .with_test_writer()
                 .try_init();
         }
-        start(management, workload).await
+        start(management, workload, Box::new(|_| {})).await
     }
 }
 
-async fn start(management: kube::Config, workload: kube::Config) -> Result<Stack> {
+/// Changes to the test operators' settings.
+type Adjust = Box<dyn FnOnce(&mut Settings) + Send>;
+
+async fn start(management: kube::Config, workload: kube::Config, adjust: Adjust) -> Result<Stack> {
     let (started, ready) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("capwasm-operator".into())
@@ -100,7 +120,7 @@ async fn start(management: kube::Config, workload: kube::Config) -> Result<Stack
             };
             runtime.block_on(async move {
                 let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-                match build(management, workload, stop).await {
+                match build(management, workload, stop, adjust).await {
                     Ok((operator, stack, cloud)) => {
                         let _ = started.send(Ok(stack));
                         // The cloud serves for as long as the operator runs.
@@ -129,19 +149,22 @@ async fn build(
     management: kube::Config,
     workload: kube::Config,
     stop: tokio::sync::oneshot::Sender<()>,
+    adjust: Adjust,
 ) -> Result<(Operator, Stack, simcloud::RunningSimCloud), String> {
     let nodes = Client::try_from(workload).map_err(|e| e.to_string())?;
     let (cloud, objects) = Objects::start_cloud(nodes)
         .await
         .map_err(|e| e.to_string())?;
+    let mut settings = Settings {
+        backoff_first: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(5),
+        credentials_namespace: Some(CREDENTIALS_NAMESPACE.into()),
+        ..Settings::default()
+    };
+    adjust(&mut settings);
     let config = Config {
         controllers: Controllers::All,
-        settings: Settings {
-            backoff_first: Duration::from_millis(200),
-            backoff_max: Duration::from_secs(5),
-            credentials_namespace: Some(CREDENTIALS_NAMESPACE.into()),
-            ..Settings::default()
-        },
+        settings,
         runtime: RuntimeSettings::default(),
         ..Config::default()
     };

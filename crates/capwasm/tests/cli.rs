@@ -36,7 +36,7 @@ async fn inspect_describes_kubeadm_bootstrap_with_the_files_digest() {
     assert_exit(&output, 0);
     let d = json_stdout(&output);
     assert_eq!(d["world"], "bootstrap-provider");
-    assert_eq!(d["witPackage"], "capwasm:provider@0.1.0");
+    assert_eq!(d["witPackage"], "capwasm:provider@0.1.1");
     assert_eq!(d["name"], "kubeadm-bootstrap");
     assert_eq!(d["size"], bytes.len());
     assert_eq!(
@@ -50,12 +50,20 @@ async fn inspect_describes_kubeadm_bootstrap_with_the_files_digest() {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        exports.contains(&"capwasm:provider/bootstrap@0.1.0"),
+        exports.contains(&"capwasm:provider/bootstrap@0.1.1"),
         "{exports:?}"
     );
-    assert_eq!(
-        d["configSchema"]["required"],
-        serde_json::json!(["mode", "token"])
+    // The token may be left out: the host then makes one.
+    assert_eq!(d["configSchema"]["required"], serde_json::json!(["mode"]));
+    let imports: Vec<&str> = d["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        imports.contains(&"capwasm:provider/bootstrap-tokens@0.1.1"),
+        "{imports:?}"
     );
 }
 
@@ -66,9 +74,9 @@ async fn inspect_prints_the_world_and_a_pretty_schema_for_people() {
     assert_exit(&output, 0);
     let text = stdout(&output);
     assert!(text.contains("world:    infrastructure-provider"), "{text}");
-    assert!(text.contains("wit:      capwasm:provider@0.1.0"), "{text}");
+    assert!(text.contains("wit:      capwasm:provider@0.1.1"), "{text}");
     assert!(
-        text.contains("  capwasm:provider/machine-pools@0.1.0"),
+        text.contains("  capwasm:provider/machine-pools@0.1.1"),
         "{text}"
     );
     assert!(
@@ -91,7 +99,7 @@ async fn inspect_refuses_components_the_operator_refuses_with_one_line() {
         ),
         (
             guest("testdata_unsupported_version.wasm"),
-            "this host supports capwasm:provider@0.1.0",
+            "this host supports capwasm:provider@0.1.1",
         ),
         (
             text_file,

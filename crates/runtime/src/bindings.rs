@@ -52,6 +52,15 @@ mod generated {
 pub(crate) use generated::InfrastructureProviderIndices;
 pub(crate) use generated::bootstrap_world::BootstrapProviderIndices;
 pub(crate) use generated::capwasm::provider::log;
+
+/// The host interface handing a bootstrap provider the bootstrap token the
+/// host made for the call (0.1.1 on).
+pub mod bootstrap_tokens {
+    pub use super::generated::bootstrap_world::capwasm::provider::bootstrap_tokens::BootstrapToken;
+    pub(crate) use super::generated::bootstrap_world::capwasm::provider::bootstrap_tokens::{
+        Host, add_to_linker,
+    };
+}
 pub(crate) use generated::platform_world::PlatformProviderIndices;
 
 /// Where an exported interface's functions are, and loading them from an

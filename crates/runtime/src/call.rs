@@ -108,13 +108,14 @@ pub(crate) async fn run<R>(
 /// executor at every epoch tick, and waiting there while its provider has
 /// computed past its share.
 fn store(host: &Host<'_>, callee: &Callee<'_>, share: &Arc<Share>) -> Store<CallState> {
-    let state = CallState::new(
+    let mut state = CallState::new(
         callee.name.clone(),
         callee.limits,
         callee.egress,
         callee.keys.clone(),
         host.memory,
     );
+    state.join_token.clone_from(&callee.join_token);
     let shares_a_budget = state.limiter.shares_a_budget();
     let mut store = Store::new(host.engine, state);
     if shares_a_budget {

@@ -6,6 +6,7 @@
 use wasmtime::Store;
 use wasmtime::component::Instance as ComponentInstance;
 
+use super::bindings::bootstrap_tokens::BootstrapToken;
 use super::bindings::types;
 use super::call::{self, GuestResult};
 use super::credentials::{Credentialed, withhold};
@@ -29,20 +30,37 @@ impl Runtime {
         provider: &str,
         request: &bootstrap::GenerateRequest,
     ) -> Result<BootstrapData, CallError> {
+        self.generate_with_token(provider, request, None)
+            .await
+            .map(|(data, _)| data)
+    }
+
+    /// `bootstrap.generate` with `token` as what `bootstrap-tokens.join-token`
+    /// answers; also whether the guest asked for it.
+    pub async fn generate_with_token(
+        &self,
+        provider: &str,
+        request: &bootstrap::GenerateRequest,
+        token: Option<BootstrapToken>,
+    ) -> Result<(BootstrapData, bool), CallError> {
         let object = &request.config_object;
         self.serve(provider, &object.uid, &object.namespace, async |serving| {
             let (request, keys) = withhold(serving.provider.capabilities(), request);
             let request = &*request;
             let mut callee = serving.callee();
             callee.keys = keys;
-            let data = call::run(
+            callee.join_token.clone_from(&token);
+            let (data, asked) = call::run(
                 &self.host(),
                 &callee,
                 "bootstrap.generate",
                 async |store, instance, pre| match &pre.world {
                     WorldExports::Bootstrap(bootstrap) => {
                         Some(match bootstrap.load(&mut *store, instance) {
-                            Ok(exports) => exports.call_generate(store, request).await,
+                            Ok(exports) => exports
+                                .call_generate(&mut *store, request)
+                                .await
+                                .map(|r| r.map(|data| (data, store.data().join_token_asked))),
                             Err(error) => Err(error),
                         })
                     }
@@ -55,7 +73,7 @@ impl Runtime {
                 "bootstrap.generate",
                 checks::bootstrap_data(&data),
             )?;
-            Ok(data)
+            Ok((data, asked))
         })
         .await
     }

@@ -8,7 +8,7 @@ use wasmtime_wasi::p2::bindings::{cli, filesystem, random, sockets};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView as _};
 use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
 
-use super::bindings::{log, types};
+use super::bindings::{bootstrap_tokens, log, types};
 use super::state::CallState;
 use super::world::World;
 
@@ -22,7 +22,10 @@ pub(crate) struct Linkers {
 
 impl Linkers {
     pub(crate) fn new(engine: &Engine) -> wasmtime::Result<Self> {
-        let bootstrap = linker(engine)?;
+        let mut bootstrap = linker(engine)?;
+        // Only a bootstrap provider may ask for a bootstrap token (the
+        // platform world shares this linker; loading refuses the import there).
+        bootstrap_tokens::add_to_linker::<_, HasSelf<_>>(&mut bootstrap, |s| s)?;
         let mut infrastructure = linker(engine)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut infrastructure)?;
         Ok(Self {

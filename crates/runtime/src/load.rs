@@ -128,6 +128,7 @@ pub(crate) async fn load(
         tenant: "",
         pre: &pre,
         keys: None,
+        join_token: None,
     };
     let check = |e| Error::Check(Box::new(e));
     let info = call::info(host, &callee).await.map_err(check)?;

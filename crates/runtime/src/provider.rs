@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use wasmtime::component::{ComponentExportIndex, InstancePre};
 
+use super::bindings::bootstrap_tokens::BootstrapToken;
 use super::bindings::interfaces;
 use super::fairness::Share;
 use super::host::auth::Keys;
@@ -15,6 +16,9 @@ use super::schema::ConfigSchema;
 use super::state::CallState;
 use super::types::ProviderInfo;
 use super::world::World;
+
+/// The host interface handing a call its bootstrap token, unversioned.
+const BOOTSTRAP_TOKENS_INTERFACE: &str = "capwasm:provider/bootstrap-tokens";
 
 /// A provider ready to be called. Immutable.
 pub struct LoadedProvider {
@@ -56,6 +60,8 @@ pub(crate) struct Callee<'a> {
     pub(crate) pre: &'a ProviderPre,
     /// The credentials the host authenticates this call's requests with.
     pub(crate) keys: Option<Arc<Keys>>,
+    /// The bootstrap token `bootstrap-tokens.join-token` answers with.
+    pub(crate) join_token: Option<BootstrapToken>,
 }
 
 /// The pre-instantiated component and where its exports are. Loading
@@ -132,10 +138,11 @@ impl LoadedProvider {
             tenant,
             pre: &self.pre,
             keys: None,
+            join_token: None,
         }
     }
 
-    /// What the component exports, by name (`info`, `capwasm:provider/bootstrap@0.1.0`, ...).
+    /// What the component exports, by name (`info`, `capwasm:provider/bootstrap@0.1.1`, ...).
     pub fn exports(&self) -> Vec<String> {
         let component = self.pre.instance.component();
         component
@@ -145,7 +152,15 @@ impl LoadedProvider {
             .collect()
     }
 
-    /// What the component imports, by name (`capwasm:provider/log@0.1.0`, `wasi:http/...`).
+    /// Whether the component imports `bootstrap-tokens` (0.1.1 on): only
+    /// then is a host-made bootstrap token worth making for its calls.
+    pub fn takes_bootstrap_tokens(&self) -> bool {
+        self.imports()
+            .iter()
+            .any(|name| name.split('@').next() == Some(BOOTSTRAP_TOKENS_INTERFACE))
+    }
+
+    /// What the component imports, by name (`capwasm:provider/log@0.1.1`, `wasi:http/...`).
     pub fn imports(&self) -> Vec<String> {
         let component = self.pre.instance.component();
         component

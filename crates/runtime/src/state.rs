@@ -7,6 +7,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::bindings::bootstrap_tokens::BootstrapToken;
 use super::bounds::STDERR_KEPT_BYTES;
 use super::host::auth::Keys;
 use super::host::http::{Egress, EgressPolicy};
@@ -31,6 +32,10 @@ pub(crate) struct CallState {
     pub(crate) panic_message: Option<String>,
     /// How long the guest computed, for its provider's CPU share.
     pub(crate) compute: Compute,
+    /// What `bootstrap-tokens.join-token` answers (a secret: never logged).
+    pub(crate) join_token: Option<BootstrapToken>,
+    /// Whether the guest asked for it.
+    pub(crate) join_token_asked: bool,
 }
 
 /// The guest's computing since it was last charged: the wall time less
@@ -108,6 +113,8 @@ impl CallState {
             log_lines_dropped: 0,
             panic_message: None,
             compute: Compute::new(),
+            join_token: None,
+            join_token_asked: false,
         }
     }
 

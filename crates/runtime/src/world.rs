@@ -65,8 +65,10 @@ impl World {
             "wasi:sockets/udp-create-socket",
         ];
         const HTTP: &[&str] = &["wasi:http/types", "wasi:http/outgoing-handler"];
+        const BOOTSTRAP: &[&str] = &["capwasm:provider/bootstrap-tokens"];
         let http = match self {
-            Self::Bootstrap | Self::Platform => &[][..],
+            Self::Bootstrap => BOOTSTRAP,
+            Self::Platform => &[][..],
             Self::Infrastructure => HTTP,
         };
         EVERY_WORLD.iter().chain(http).copied()

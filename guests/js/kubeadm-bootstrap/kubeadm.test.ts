@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { InvalidConfig, RetryAfter, Terminal } from '../sdk/capwasm-provider.ts';
-import { parse, render } from './kubeadm.ts';
+import { parse, render, withToken } from './kubeadm.ts';
 
 const TOKEN = 'abcdef.0123456789abcdef';
 const HASH = `sha256:${'0123456789abcdef'.repeat(4)}`;
@@ -54,11 +54,19 @@ describe('config', () => {
   test('refuses what the types do not fit, at its path', () => {
     assert.equal(refusedAt(join({ tokn: 'x' })), '$.tokn');
     assert.equal(refused(join().replace('"join"', '"upgrade"')).message, 'unknown variant `upgrade`, expected `join` or `init`');
-    assert.equal(refused(JSON.stringify({ mode: 'join' })).message, 'missing field `token`');
+    assert.equal(refused(JSON.stringify({ mode: 'mend' })).message, 'unknown variant `mend`, expected `join` or `init`');
     assert.equal(refusedAt(join({ caCertHashes: [HASH, 5] })), '$.caCertHashes[1]');
     assert.equal(refusedAt(join({ constructor: 'x' })), '$.constructor');
     assert.equal(refusedAt('[]'), '$');
     assert.equal(refusedAt('{'), '$');
+  });
+
+  test('takes the host\'s token only when the config has none', () => {
+    const host = () => 'zzzzzz.zzzzzzzzzzzzzzzz';
+    assert.equal(withToken(parse(join()), host).token, TOKEN);
+    const bare = JSON.stringify({ mode: 'join', caCertHashes: [HASH] });
+    assert.equal(withToken(parse(bare), host).token, 'zzzzzz.zzzzzzzzzzzzzzzz');
+    assert.throws(() => withToken(parse(bare), () => undefined), (e: InvalidConfig) => e.path === '$.token');
   });
 
   test('refuses join without CA hashes', () => {

@@ -3,7 +3,7 @@
 // rendered from it. app.ts wires these to the WIT exports; the unit tests
 // run them under Node.
 
-import type { ClusterInfo } from 'capwasm:provider/types@0.1.0';
+import type { ClusterInfo } from 'capwasm:provider/types@0.1.1';
 
 import {
   InvalidConfig, ROOT, RetryAfter, Terminal, byCodePoint, oneOf, parseObject, string, stringMap, strings,
@@ -28,7 +28,8 @@ const BLANK = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u2
 
 export interface Config {
   mode: 'join' | 'init';
-  /** A kubeadm bootstrap token. Secret: never echoed in messages. */
+  /** A kubeadm bootstrap token. Secret: never echoed in messages. Empty
+   * when the config has none: the host's (`bootstrap-tokens`) is used. */
   token: string;
   caCertHashes: string[];
   kubeletExtraArgs: Map<string, string>;
@@ -39,7 +40,8 @@ export interface Config {
 
 /** `spec.config` parsed and checked; throws InvalidConfig. */
 export function parse(text: string): Config {
-  const fields = parseObject(text, { mode: oneOf('join', 'init'), token: string }, {
+  const fields = parseObject(text, { mode: oneOf('join', 'init') }, {
+    token: string,
     caCertHashes: strings,
     kubeletExtraArgs: stringMap,
     preKubeadmCommands: strings,
@@ -48,7 +50,7 @@ export function parse(text: string): Config {
   });
   const config: Config = {
     mode: fields.mode,
-    token: fields.token,
+    token: fields.token ?? '',
     caCertHashes: fields.caCertHashes ?? [],
     kubeletExtraArgs: fields.kubeletExtraArgs ?? new Map(),
     preKubeadmCommands: fields.preKubeadmCommands ?? [],
@@ -59,8 +61,24 @@ export function parse(text: string): Config {
   return config;
 }
 
+/**
+ * The config with the token a machine joins with: its own if it sets one
+ * (whoever set it looks after it), else `host()`'s, the one the host made
+ * for this call (it keeps that one alive while machines have to join).
+ */
+export function withToken(c: Config, host: () => string | undefined): Config {
+  if (c.token === '') {
+    const token = host();
+    if (token === undefined) {
+      throw new InvalidConfig(ROOT.key('token'), 'no token: set one, or give the Cluster a kubeconfig Secret so that the host makes one');
+    }
+    c.token = token;
+  }
+  return c;
+}
+
 function validate(c: Config) {
-  if (!TOKEN.test(c.token)) {
+  if (c.token !== '' && !TOKEN.test(c.token)) {
     throw new InvalidConfig(ROOT.key('token'), 'must be a kubeadm bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}');
   }
   if (c.mode === 'join' && c.caCertHashes.length === 0) {

@@ -30,7 +30,9 @@ impl Mode {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     pub mode: Mode,
-    /// A kubeadm bootstrap token. Secret: never echoed in messages.
+    /// A kubeadm bootstrap token. Secret: never echoed in messages. Empty
+    /// when the config has none: the host's (`bootstrap-tokens`) is used.
+    #[serde(default)]
     pub token: String,
     /// Hashes of the cluster CA's public key that a joining node pins;
     /// required for join, unused for init.
@@ -47,6 +49,24 @@ pub struct Config {
     pub node_labels: BTreeMap<String, String>,
 }
 
+/// The token a machine joins with: the config's if it sets one (whoever
+/// set it looks after it), else the one the host made for this call (it
+/// keeps that one alive while machines still have to join).
+pub fn with_token(
+    mut config: Config,
+    host: impl FnOnce() -> Option<String>,
+) -> Result<Config, ProviderError> {
+    if config.token.is_empty() {
+        config.token = host().ok_or_else(|| {
+            invalid(
+                JsonPath::root().key("token"),
+                "no token: set one, or give the Cluster a kubeconfig Secret so that the host makes one",
+            )
+        })?;
+    }
+    Ok(config)
+}
+
 /// Parses `json` and checks what the types alone do not.
 pub fn parse(json: &str) -> Result<Config, ProviderError> {
     let config: Config = config::parse(json)?;
@@ -60,7 +80,7 @@ fn invalid(path: JsonPath, message: impl Into<String>) -> ProviderError {
 
 fn validate(config: &Config) -> Result<(), ProviderError> {
     let root = JsonPath::root;
-    if !is_bootstrap_token(&config.token) {
+    if !config.token.is_empty() && !is_bootstrap_token(&config.token) {
         return Err(invalid(
             root().key("token"),
             "must be a kubeadm bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}",
@@ -225,6 +245,20 @@ mod tests {
     #[test]
     fn parse_accepts_init_without_ca_hashes() {
         assert!(parse(&format!(r#"{{"mode": "init", "token": "{TOKEN}"}}"#)).is_ok());
+    }
+
+    #[test]
+    fn with_token_takes_the_hosts_only_when_the_config_has_none() {
+        let host = || Some("zzzzzz.zzzzzzzzzzzzzzzz".to_owned());
+        let own = with_token(parse(&join_config("")).expect("valid"), host).expect("token");
+        assert_eq!(own.token, TOKEN);
+        let bare = format!(r#"{{"mode": "join", "caCertHashes": ["{HASH}"]}}"#);
+        let hosts = with_token(parse(&bare).expect("valid"), host).expect("token");
+        assert_eq!(hosts.token, "zzzzzz.zzzzzzzzzzzzzzzz");
+        match with_token(parse(&bare).expect("valid"), || None) {
+            Err(ProviderError::InvalidConfig(e)) => assert_eq!(e.path, "$.token"),
+            other => panic!("expected an invalid config, got {other:?}"),
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod cloud_config;
 mod config;
 mod yaml;
 
-use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest};
+use capwasm_provider_sdk::bootstrap::{BootstrapProvider, GenerateRequest, join_token};
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{BootstrapData, BootstrapFormat, ProviderError};
@@ -27,7 +27,9 @@ impl BootstrapProvider for KubeadmBootstrap {
     }
 
     fn generate(request: GenerateRequest) -> Result<BootstrapData, ProviderError> {
-        let config = config::parse(&request.config)?;
+        let config = config::with_token(config::parse(&request.config)?, || {
+            join_token().map(|t| format!("{}.{}", t.id, t.secret))
+        })?;
         let cloud_config = cloud_config::render(&config, &request.cluster)?;
         log::info(
             "rendered kubeadm cloud-config",
@@ -55,6 +57,6 @@ mod tests {
             serde_json::from_str(include_str!("schema.json")).expect("schema is JSON");
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["additionalProperties"], false);
-        assert_eq!(schema["required"], serde_json::json!(["mode", "token"]));
+        assert_eq!(schema["required"], serde_json::json!(["mode"]));
     }
 }

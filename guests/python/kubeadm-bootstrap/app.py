@@ -5,7 +5,7 @@ import os
 
 import wit_world
 from wit_world.exports import bootstrap
-from wit_world.imports import types
+from wit_world.imports import bootstrap_tokens, types
 
 from capwasm_provider import exports, log
 
@@ -15,6 +15,12 @@ import kubeadm
 # is part of its memory image and no call touches a file.
 with open(os.path.join(os.path.dirname(__file__), "schema.json"), encoding="utf-8") as schema:
     SCHEMA = schema.read()
+
+
+def _host_token():
+    """``id.secret`` of the token the host made for this call, if any."""
+    token = bootstrap_tokens.join_token()
+    return None if token is None else f"{token.id}.{token.secret}"
 
 
 class WitWorld(wit_world.WitWorld):
@@ -28,7 +34,7 @@ class WitWorld(wit_world.WitWorld):
 class Bootstrap(wit_world.exports.Bootstrap):
     @exports.provider_call
     def generate(self, request: bootstrap.GenerateRequest) -> types.BootstrapData:
-        config = kubeadm.parse(request.config)
+        config = kubeadm.with_token(kubeadm.parse(request.config), _host_token)
         endpoint = request.cluster.control_plane_endpoint
         cloud_config = kubeadm.render(
             config,

@@ -29,8 +29,9 @@ _VERSION = re.compile(r"v?\+?([0-9]+)\.\+?([0-9]+)\.[0-9]+([-+].*)?\Z", re.DOTAL
 _BLANK = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*\\Z")
 _U32_MAX = 0xFFFFFFFF
 
-_FIELDS = {"mode": config.one_of("join", "init"), "token": config.string}
+_FIELDS = {"mode": config.one_of("join", "init")}
 _OPTIONAL = {
+    "token": config.string,
     "caCertHashes": config.strings,
     "kubeletExtraArgs": config.string_map,
     "preKubeadmCommands": config.strings,
@@ -43,6 +44,7 @@ def parse(text):
     """``spec.config`` parsed and checked; raises :class:`InvalidConfig`."""
     parsed = config.parse_object(text, _FIELDS, _OPTIONAL)
     for name, empty in (
+        ("token", ""),
         ("caCertHashes", []),
         ("kubeletExtraArgs", {}),
         ("preKubeadmCommands", []),
@@ -54,8 +56,21 @@ def parse(text):
     return parsed
 
 
+def with_token(c, host):
+    """The config with the token a machine joins with: its own if it sets
+    one (whoever set it looks after it), else ``host()``'s, the one the host
+    made for this call (it keeps that one alive while machines have to
+    join); raises :class:`InvalidConfig` when there is neither."""
+    if not c["token"]:
+        token = host()
+        if token is None:
+            raise InvalidConfig(ROOT.key("token"), "no token: set one, or give the Cluster a kubeconfig Secret so that the host makes one")
+        c["token"] = token
+    return c
+
+
 def _validate(c):
-    if not _TOKEN.match(c["token"]):
+    if c["token"] and not _TOKEN.match(c["token"]):
         raise InvalidConfig(
             ROOT.key("token"),
             "must be a kubeadm bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}",

@@ -46,6 +46,16 @@ class Config(unittest.TestCase):
     def test_accepts_init_without_ca_hashes(self):
         kubeadm.parse(json.dumps({"mode": "init", "token": TOKEN}))
 
+    def test_takes_the_hosts_token_only_when_the_config_has_none(self):
+        own = kubeadm.with_token(kubeadm.parse(join()), lambda: "zzzzzz.zzzzzzzzzzzzzzzz")
+        self.assertEqual(own["token"], TOKEN)
+        text = json.dumps({"mode": "join", "caCertHashes": [HASH]})
+        hosts = kubeadm.with_token(kubeadm.parse(text), lambda: "zzzzzz.zzzzzzzzzzzzzzzz")
+        self.assertEqual(hosts["token"], "zzzzzz.zzzzzzzzzzzzzzzz")
+        with self.assertRaises(InvalidConfig) as refused:
+            kubeadm.with_token(kubeadm.parse(text), lambda: None)
+        self.assertEqual(refused.exception.path, "$.token")
+
     def test_refuses_a_malformed_token_without_echoing_it(self):
         with self.assertRaises(InvalidConfig) as refused:
             kubeadm.parse(join().replace(TOKEN, "ABCDEF.0123456789abcdef"))
@@ -55,7 +65,8 @@ class Config(unittest.TestCase):
     def test_refuses_what_the_types_do_not_fit_at_its_path(self):
         self.assertEqual(self.refused_at(join(tokn="x")), "$.tokn")
         self.assertEqual(self.refused_at(join().replace('"join"', '"upgrade"')), "$.mode")
-        self.assertEqual(self.refused_at(json.dumps({"mode": "join"})), "$")
+        self.assertEqual(self.refused_at(json.dumps({"token": TOKEN})), "$")
+        self.assertEqual(self.refused_at(join(token=5)), "$.token")
         self.assertEqual(self.refused_at(join(caCertHashes=[HASH, 5])), "$.caCertHashes[1]")
         self.assertEqual(self.refused_at("[]"), "$")
         self.assertEqual(self.refused_at("{"), "$")

@@ -1,6 +1,15 @@
 //! Writing a bootstrap provider (WIT world `bootstrap-provider`).
 
+pub use crate::bindings::bootstrap::capwasm::provider::bootstrap_tokens::BootstrapToken;
 pub use crate::bindings::bootstrap::exports::capwasm::provider::bootstrap::GenerateRequest;
+
+/// The bootstrap token the host made in the workload cluster for this
+/// call's config (`id.secret` is what `kubeadm join --token` takes), or
+/// none when it has no workload cluster to make it in. Only call it when
+/// the token is needed: a token no call asked for is deleted at once.
+pub fn join_token() -> Option<BootstrapToken> {
+    crate::bindings::bootstrap::capwasm::provider::bootstrap_tokens::join_token()
+}
 
 use crate::prelude::*;
 use crate::types::{BootstrapData, ProviderError};

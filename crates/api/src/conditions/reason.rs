@@ -192,6 +192,13 @@ reasons! {
     NodesDeleted,
     /// Bootstrap data was generated into its Secret.
     DataSecretCreated,
+    /// The host's bootstrap token of a config whose pool has machines to
+    /// join expired; a new one and new data are made.
+    BootstrapTokenRenewed,
+    /// The host's bootstrap token of a config whose pool has machines to
+    /// join was deleted from the workload cluster before it expired; a new
+    /// one and new data are made.
+    BootstrapTokenMissing,
     /// The phase changed.
     PhaseChanged,
     /// A write to the API server failed.
@@ -281,6 +288,7 @@ impl Reason {
                 | Self::ObjectNotOwned
                 | Self::ObjectContested
                 | Self::PhaseTimedOut
+                | Self::BootstrapTokenMissing
         )
     }
 }

@@ -83,6 +83,12 @@ pub struct Args {
     #[arg(long, default_value_t = 60, value_name = "SECONDS",
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     oci_pull_deadline_seconds: u32,
+    /// How long a bootstrap token the operator makes in a workload cluster
+    /// is valid; it is extended by as much while its pool has machines to
+    /// join, then left to expire (kubeadm's 15 minutes by default).
+    #[arg(long, default_value_t = 900, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u32).range(10..=86_400))]
+    bootstrap_token_ttl_seconds: u32,
     /// The pod's name, for Events and the leader Lease (from the downward API in a Deployment).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -196,6 +202,7 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
             },
             shard,
             concurrency: args.concurrency,
+            bootstrap_token_ttl: Duration::from_secs(u64::from(args.bootstrap_token_ttl_seconds)),
             oci: Puller {
                 deadline: Duration::from_secs(u64::from(args.oci_pull_deadline_seconds)),
                 ..Puller::default()

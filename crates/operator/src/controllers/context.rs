@@ -57,6 +57,10 @@ pub struct Settings {
     pub oci: crate::oci::Puller,
     /// The share of the fleet this process reconciles.
     pub shard: super::shard::Shard,
+    /// How long a bootstrap token the host makes is valid, and how long it
+    /// is extended by while its pool has machines to join (upstream's
+    /// `--bootstrap-token-ttl`).
+    pub bootstrap_token_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -72,6 +76,8 @@ impl Default for Settings {
             credentials_namespace: None,
             oci: crate::oci::Puller::default(),
             shard: super::shard::Shard::ALL,
+            // kubeadm's and upstream's kubeadm provider's default.
+            bootstrap_token_ttl: Duration::from_secs(15 * 60),
         }
     }
 }

@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource as _, ResourceExt as _};
 use serde_json::json;
 
-use super::CONTROLLER;
+use super::{CONTROLLER, tokens};
 use crate::api::provider::{BOOTSTRAP_FIELD_MANAGER, BootstrapInitialization};
 use crate::api::{CLUSTER_SECRET_TYPE, Reason, WasmBootstrapConfig, labels};
 use crate::controllers::context::Context;
@@ -101,12 +101,44 @@ pub async fn generate(
     };
     let digest = prepared.provider.digest.clone();
     let served_by = prepared.served_by();
-    let data = ctx
+    // A token only for a provider that can take one, in a cluster the host
+    // can reach; one the guest does not ask for goes at once.
+    let workload = if prepared.provider.takes_bootstrap_tokens() {
+        tokens::workload_client(ctx, &pool).await?
+    } else {
+        None
+    };
+    let issued = match &workload {
+        Some(client) => {
+            Some(tokens::issue(client, config, ctx.settings.bootstrap_token_ttl).await?)
+        }
+        None => None,
+    };
+    let called = ctx
         .runtime
-        .generate(&config.spec.provider, &request)
-        .await
-        .map_err(Error::Guest)?;
-    store(ctx, config, &pool.spec.cluster_name, data).await?;
+        .generate_with_token(
+            &config.spec.provider,
+            &request,
+            issued.as_ref().map(|i| i.token.clone()),
+        )
+        .await;
+    let used = match (&workload, issued) {
+        (Some(client), Some(issued)) if !matches!(called, Ok((_, true))) => {
+            tokens::delete(client, &issued.token.id).await?;
+            None
+        }
+        (_, issued) => issued,
+    };
+    let (data, _) = called.map_err(Error::Guest)?;
+    store(
+        ctx,
+        config,
+        &pool.spec.cluster_name,
+        data,
+        used.as_ref(),
+        pool.desired_replicas(),
+    )
+    .await?;
     ctx.publish(
         &scope.reference(),
         Reason::DataSecretCreated,
@@ -145,8 +177,20 @@ async fn store(
     config: &WasmBootstrapConfig,
     cluster_name: &str,
     data: BootstrapData,
+    token: Option<&tokens::Issued>,
+    replicas: i32,
 ) -> Result<(), Error> {
     let (namespace, name) = (config.namespace().unwrap_or_default(), config.name_any());
+    let mut annotations = BTreeMap::from([(GENERATION_ANNOTATION, generation(config))]);
+    if let Some(token) = token {
+        // Its public id and expiry only: the secret stays in the data.
+        annotations.insert(tokens::TOKEN_ID_ANNOTATION, token.token.id.clone());
+        annotations.insert(
+            tokens::TOKEN_EXPIRATION_ANNOTATION,
+            token.token.expiration.clone(),
+        );
+        annotations.insert(tokens::TOKEN_REPLICAS_ANNOTATION, replicas.to_string());
+    }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let secret = json!({
         "apiVersion": "v1",
@@ -155,7 +199,7 @@ async fn store(
             "name": name,
             "namespace": namespace,
             "labels": { labels::CLUSTER_NAME: cluster_name },
-            "annotations": { GENERATION_ANNOTATION: generation(config) },
+            "annotations": annotations,
             "ownerReferences": [config.controller_owner_ref(&()).unwrap_or_default()],
         },
         "type": CLUSTER_SECRET_TYPE,

@@ -3,6 +3,7 @@
 
 mod data;
 mod reconcile;
+mod tokens;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,6 +18,10 @@ use crate::api::WasmBootstrapConfig;
 use crate::api::provider::BOOTSTRAP_GROUP;
 
 pub use data::GENERATION_ANNOTATION;
+pub use tokens::{
+    CONFIG_UID_LABEL, TOKEN_EXPIRATION_ANNOTATION, TOKEN_ID_ANNOTATION, TOKEN_REPLICAS_ANNOTATION,
+    fit_for,
+};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "bootstrap";

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{CONTROLLER, data};
+use super::{CONTROLLER, data, tokens};
 use crate::api::provider::BOOTSTRAP_FIELD_MANAGER;
 use crate::api::{Cluster, ConditionType, WasmBootstrapConfig};
 use crate::controllers::context::Context;
@@ -25,6 +25,7 @@ impl Reconciler for WasmBootstrapConfig {
     const PHASES: &'static [Phase<Self>] = phases![WasmBootstrapConfig:
         provider::owner_pool::<WasmBootstrapConfig>,
         data::existing,
+        tokens::maintain,
         provider::prepare::<WasmBootstrapConfig>,
         data::generate,
     ];

@@ -15,6 +15,7 @@ use crate::api::provider::{
     MACHINE_POOL_FINALIZER,
 };
 use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
+use crate::controllers::bootstrap::fit_for;
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -28,6 +29,10 @@ use crate::wasm::checks::Violation;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
 use crate::workload::ClusterKey;
+
+/// How soon to look again at a pool waiting for bootstrap data with a
+/// fresh token.
+const TOKEN_RENEWAL_POLL: Duration = Duration::from_secs(2);
 
 /// The export whose result the host checks.
 const EXPORT: &str = "machine-pools.reconcile";
@@ -84,6 +89,21 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
                 "MachinePool {:?} has no bootstrap data Secret yet",
                 machine_pool.name_any()
             ),
+        )));
+    }
+    // New machines must not boot with a host token that expired or was
+    // deleted: the bootstrap controller confirms (or renews) it as the pool
+    // scales. It writes a Secret this controller does not watch, hence the
+    // timer.
+    let adding = usize::try_from(replicas).unwrap_or(0) > scope.status.instances.len();
+    if adding && !data_fit(ctx, &machine_pool).await? {
+        return Ok(Outcome::Wait(Wait::after(
+            Reason::WaitingForBootstrapData,
+            format!(
+                "waiting for the bootstrap controller to confirm or renew the bootstrap token in MachinePool {:?}'s bootstrap data for {replicas} replicas",
+                machine_pool.name_any()
+            ),
+            TOKEN_RENEWAL_POLL,
         )));
     }
     let pool = scope.object.clone();
@@ -289,6 +309,37 @@ pub fn deletion(outcome: DeleteOutcome, what: &str) -> Outcome {
             Duration::from_secs(u64::from(seconds.max(1))),
         )),
     }
+}
+
+/// Whether the pool's bootstrap data may boot new machines ([`fit_for`]).
+async fn data_fit(ctx: &Context, machine_pool: &MachinePool) -> Result<bool, Error> {
+    let Some(name) = machine_pool
+        .spec
+        .template
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+    else {
+        return Ok(true);
+    };
+    let namespace = machine_pool.namespace().unwrap_or_default();
+    let meta = ctx
+        .secrets
+        .metadata(&ctx.caches.secrets, &namespace, name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "Secret",
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(meta.is_none_or(|m| {
+        fit_for(
+            m.annotations(),
+            machine_pool.desired_replicas(),
+            k8s_openapi::jiff::Timestamp::now(),
+        )
+    }))
 }
 
 /// The pool's bootstrap data, from the Secret its MachinePool names.
