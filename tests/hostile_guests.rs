@@ -591,9 +591,20 @@ mod memory_bomb {
 
     pub const COVERS: &str = "hostile_memory_bomb.wasm";
 
+    /// A bomb ends at a memory bound, never at its deadline: one far enough
+    /// that a busy machine's slowness cannot reach it first (300 ms did,
+    /// beside other test binaries on two cores).
+    fn limits() -> Limits {
+        Limits {
+            deadline: Duration::from_secs(10),
+            ..super::limits()
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hits_its_memory_limit_while_others_are_served() {
-        let (runtime, metrics) = runtime_with(COVERS, Capabilities::default()).await;
+        let (runtime, metrics) =
+            runtime_with_limits(COVERS, Capabilities::default(), limits()).await;
         let (err, _, served) = generate_hostile(&runtime, "{}").await;
         assert!(
             matches!(err, CallError::MemoryLimit { bound: MemoryBound::Instance(bytes), .. } if bytes == 32 << 20),

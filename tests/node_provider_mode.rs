@@ -23,6 +23,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, CustomResourceExt as _, Resource as _, ResourceExt};
+use testenv::clusterctl::{Clusterctl, ClusterctlBuild};
 use testenv::flows::{Apis, condition, v1beta1_api, wait_for};
 use testenv::image::{OperatorImage, UpstreamImage};
 use testenv::node::Node;
@@ -84,6 +85,7 @@ async fn provider_mode_runs_as_pods_beside_upstreams_manager() -> Result<()> {
             .await?;
             runs_ready(&client, NAMESPACE, pods::SELECTOR, &image.reference()).await?;
             let served = pool_running(&node, &client).await?;
+            described_by_clusterctl(&node)?;
             each_pod_reconciles_its_own(&client).await?;
             conversion_through_upstreams_service(&client).await?;
             validation_through_upstreams_service(&client).await?;
@@ -153,6 +155,52 @@ async fn pool_running(node: &Node, client: &Client) -> Result<ServedCluster> {
     served.pool(client, "p1", 2).await?;
     served.running_on_nodes(client, node, "p1", 2).await?;
     Ok(served)
+}
+
+/// `clusterctl describe cluster` (upstream's, the same release) shows the
+/// Cluster with its infrastructure Ready and, under its workers, the pool
+/// with its bootstrap config and infrastructure each True with capwasm's
+/// reason and message.
+fn described_by_clusterctl(node: &Node) -> Result<()> {
+    let clusterctl = Clusterctl::new(&ClusterctlBuild::locate()?, &[])?;
+    let kubeconfig = clusterctl.file("management.kubeconfig");
+    std::fs::write(&kubeconfig, node.kubeconfig_yaml()?)?;
+    let kubeconfig = kubeconfig.to_string_lossy();
+    let tree = clusterctl.ok(
+        &[
+            "describe",
+            "cluster",
+            "c1",
+            "-n",
+            NS,
+            "--kubeconfig",
+            &kubeconfig,
+            "--echo",
+        ],
+        &[],
+    )?;
+    eprintln!("clusterctl describe cluster:\n{tree}");
+    let row = |object: &str, shows: &[&str]| {
+        let line = tree
+            .lines()
+            .find(|line| line.contains(&format!("{object} {NS}/")))
+            .with_context(|| format!("{object} in clusterctl describe:\n{tree}"))?;
+        for text in shows {
+            ensure!(line.contains(text), "{object}'s row shows {text:?}: {line}");
+        }
+        Ok::<_, anyhow::Error>(())
+    };
+    row("Cluster", &["c1"])?;
+    row("WasmCluster", &["True", "Ready"])?;
+    row("MachinePool", &["p1"])?;
+    row("WasmBootstrapConfig", &["True", "DataSecretAvailable"])?;
+    row("WasmMachinePool", &["True", "Ready", "2 instances running"])?;
+    let workers = tree.find("Workers").context("the workers in the tree")?;
+    ensure!(
+        tree[workers..].contains("MachinePool"),
+        "the pool is under the workers:\n{tree}"
+    );
+    Ok(())
 }
 
 /// Upstream's Pod wrote the Cluster's and the pool's status and adopted the

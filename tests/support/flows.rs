@@ -131,6 +131,16 @@ impl Objects {
         address: std::net::Ipv4Addr,
         nodes: Client,
     ) -> Result<(RunningSimCloud, Self)> {
+        Self::start_cloud_with(address, nodes, None).await
+    }
+
+    /// The same, answering only requests that carry `bearer_token` when
+    /// one is given.
+    pub async fn start_cloud_with(
+        address: std::net::Ipv4Addr,
+        nodes: Client,
+        bearer_token: Option<String>,
+    ) -> Result<(RunningSimCloud, Self)> {
         let listener = tokio::net::TcpListener::bind((address, 0))
             .await
             .map_err(|e| Error::Cloud(format!("binding {address}: {e}")))?;
@@ -139,6 +149,7 @@ impl Objects {
             termination_delay: Duration::from_millis(300),
             max_instances: 10_000,
             nodes: Some(nodes),
+            bearer_token,
             ..simcloud::Settings::default()
         })
         .start(listener)

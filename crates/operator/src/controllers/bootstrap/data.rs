@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::{CONTROLLER, tokens};
 use crate::api::provider::{BOOTSTRAP_FIELD_MANAGER, BootstrapInitialization};
-use crate::api::{CLUSTER_SECRET_TYPE, Reason, WasmBootstrapConfig, labels};
+use crate::api::{CLUSTER_SECRET_TYPE, MachinePool, Reason, WasmBootstrapConfig, labels};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::{Outcome, Wait};
@@ -102,17 +102,17 @@ pub async fn generate(
     let digest = prepared.provider.digest.clone();
     let served_by = prepared.served_by();
     // A token only for a provider that can take one, in a cluster the host
-    // can reach; one the guest does not ask for goes at once.
-    let workload = if prepared.provider.takes_bootstrap_tokens() {
-        tokens::workload_client(ctx, &pool).await?
-    } else {
-        None
-    };
-    let issued = match &workload {
-        Some(client) => {
-            Some(tokens::issue(client, config, ctx.settings.bootstrap_token_ttl).await?)
+    // can reach; one the guest does not ask for goes at once. A token the
+    // host could not make (the workload cluster down or hostile) is the
+    // error only of a call that fails without it: a config with its own
+    // token needs none.
+    let (workload, issued, not_issued) = if prepared.provider.takes_bootstrap_tokens() {
+        match issue_token(ctx, &pool, config).await {
+            Ok((client, issued)) => (client, issued, None),
+            Err(error) => (None, None, Some(error)),
         }
-        None => None,
+    } else {
+        (None, None, None)
     };
     let called = ctx
         .runtime
@@ -122,6 +122,9 @@ pub async fn generate(
             issued.as_ref().map(|i| i.token.clone()),
         )
         .await;
+    if let (Some(error), Err(_)) = (not_issued, &called) {
+        return Err(error);
+    }
     let used = match (&workload, issued) {
         (Some(client), Some(issued)) if !matches!(called, Ok((_, true))) => {
             tokens::delete(client, &issued.token.id).await?;
@@ -153,6 +156,20 @@ pub async fn generate(
     // said it was just made.
     record(scope, Reason::DataSecretAvailable);
     Ok(Outcome::Continue)
+}
+
+/// A token in the config's workload cluster, with the client that made
+/// it; neither when the Cluster has no kubeconfig Secret yet.
+async fn issue_token(
+    ctx: &Context,
+    pool: &MachinePool,
+    config: &WasmBootstrapConfig,
+) -> Result<(Option<kube::Client>, Option<tokens::Issued>), Error> {
+    let Some(client) = tokens::workload_client(ctx, pool).await? else {
+        return Ok((None, None));
+    };
+    let issued = tokens::issue(&client, config, ctx.settings.bootstrap_token_ttl).await?;
+    Ok((Some(client), Some(issued)))
 }
 
 /// The contract's fields for data in the Secret named after the config.

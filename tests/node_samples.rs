@@ -1,0 +1,211 @@
+//! examples/ as a user applies it: capwasm running as Pods (deploy/ with
+//! the test image) in the one-node Kubernetes, the steps of examples/README
+//! done as it says (the providers' ConfigMap, the simulated cloud with its
+//! token Secret, the team's namespace and kubeconfig Secret), then every
+//! sample applied unchanged but for where the simulated cloud listens, and
+//! every pool Running with its instances Nodes of the workload cluster.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, ensure};
+use capwasm::api::ProviderModule;
+use capwasm::simcloud::RunningSimCloud;
+use capwasm::testing::guest_path;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node as NodeObject, Secret};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt as _};
+use testenv::clusterctl::documents;
+use testenv::flows::{Objects, create, wait_for_module, wait_for_pool};
+use testenv::image::OperatorImage;
+use testenv::node::{HOST_ADDRESS, Node};
+use testenv::pods::{self, NAMESPACE};
+
+/// The samples, in the order examples/README applies them.
+const SAMPLES: [&str; 3] = ["providers.yaml", "cluster.yaml", "pool-autoscaled.yaml"];
+/// Where the samples say the simulated cloud listens.
+const SIM_CLOUD: &str = "sim-cloud.example:8081";
+const TEAM: &str = "team-a";
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_applied_as_its_readme_says_reaches_running() -> Result<()> {
+    // Every sample is applied here: one added to examples/ and not to this
+    // test fails it.
+    let mut applied = SAMPLES.map(str::to_owned).to_vec();
+    applied.sort();
+    assert_eq!(
+        sample_files()?,
+        applied,
+        "every sample in examples/ is applied"
+    );
+
+    let image = OperatorImage::build()?;
+    let node = Node::start(&[&image.archive]).await?;
+    let client = node.client()?;
+    pods::apply_all(
+        &client,
+        &pods::rendered(&pods::deploy_dir(""), &image.reference())?,
+        pods::MANAGER,
+    )
+    .await?;
+    pods::wait_rolled_out(&client, 1).await?;
+
+    let (cloud, authority) = steps_before_the_samples(&node, &client).await?;
+    for sample in SAMPLES {
+        let text = std::fs::read_to_string(examples().join(sample))?;
+        ensure!(
+            sample != "cluster.yaml" || text.contains(SIM_CLOUD),
+            "{sample} names the simulated cloud as {SIM_CLOUD}"
+        );
+        let objects = documents(&text.replace(SIM_CLOUD, &authority))?;
+        pods::apply_all(&client, &objects, "kubectl").await?;
+        if sample == "providers.yaml" {
+            let modules: Api<ProviderModule> = Api::all(client.clone());
+            for module in &objects {
+                wait_for_module(&modules, &module.name_any(), "Ready").await;
+            }
+        }
+    }
+
+    let pools = Api::namespaced(client.clone(), TEAM);
+    let workers = wait_for_pool(&pools, "workers", "Running", 3).await;
+    let autoscaled = wait_for_pool(&pools, "autoscaled", "Running", 1).await;
+    let nodes: Api<NodeObject> = Api::all(node.workload_client().await?);
+    let registered: BTreeMap<String, BTreeMap<String, String>> = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| Some((n.spec.clone()?.provider_id?, n.labels().clone())))
+        .collect();
+    for id in &workers.spec.provider_id_list {
+        assert!(
+            registered.contains_key(id),
+            "{id} is a Node: {registered:?}"
+        );
+    }
+    for id in &autoscaled.spec.provider_id_list {
+        let labels = registered.get(id).context("the autoscaled pool's Node")?;
+        assert_eq!(
+            labels
+                .get("pool.team-a.example/autoscaled")
+                .map(String::as_str),
+            Some("true"),
+            "the pool's Node carries the sample's label: {labels:?}"
+        );
+    }
+    assert_eq!(
+        cloud.cloud().total_creations(),
+        4,
+        "one instance made per replica the samples ask for"
+    );
+
+    // The samples give no join token: the host made one in the workload
+    // cluster for the bootstrap provider.
+    let tokens: Api<Secret> = Api::namespaced(node.workload_client().await?, "kube-system");
+    let made = tokens
+        .list(&ListParams::default().fields("type=bootstrap.kubernetes.io/token"))
+        .await?;
+    assert!(
+        !made.items.is_empty(),
+        "a bootstrap token Secret in the workload cluster"
+    );
+    drop(node);
+    Ok(())
+}
+
+/// The YAML files of examples/, sorted.
+fn sample_files() -> Result<Vec<String>> {
+    let mut present: Vec<String> = std::fs::read_dir(examples())?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| {
+            Path::new(name)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("yaml"))
+        })
+        .collect();
+    present.sort();
+    Ok(present)
+}
+
+/// examples/README's steps before the samples: the providers' ConfigMap,
+/// the simulated cloud (on the host end of the node's network, asking for
+/// a token) and its token Secret, the team's namespace and kubeconfig
+/// Secret. The cloud, and where it listens (`host:port`).
+async fn steps_before_the_samples(
+    node: &Node,
+    client: &Client,
+) -> Result<(RunningSimCloud, String)> {
+    let token = "0123456789abcdef0123456789abcdef";
+    let (cloud, objects) = Objects::start_cloud_with(
+        HOST_ADDRESS,
+        node.workload_client().await?,
+        Some(token.into()),
+    )
+    .await?;
+    let authority = objects
+        .cloud_endpoint
+        .strip_prefix("http://")
+        .context("the cloud's endpoint")?
+        .to_owned();
+    providers_config_map(client).await?;
+    create(client, &secret(NAMESPACE, "sim-cloud", [("token", token)])).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(TEAM.into()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await?;
+    create(client, &node.workload_kubeconfig_secret(TEAM, "demo")?).await?;
+    Ok((cloud, authority))
+}
+
+/// ConfigMap `providers` of the operator's namespace, as
+/// `kubectl create configmap --from-file` makes it from the two components.
+async fn providers_config_map(client: &Client) -> Result<()> {
+    let mut data = BTreeMap::new();
+    for file in ["kubeadm_bootstrap.wasm", "sim_infrastructure.wasm"] {
+        let path = guest_path(file);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        data.insert(file.to_owned(), ByteString(bytes));
+    }
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("providers".into()),
+            namespace: Some(NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some(data),
+        ..ConfigMap::default()
+    };
+    create(client, &config_map).await?;
+    Ok(())
+}
+
+fn secret<const N: usize>(namespace: &str, name: &str, entries: [(&str, &str); N]) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..ObjectMeta::default()
+        },
+        string_data: Some(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        ),
+        ..Secret::default()
+    }
+}
