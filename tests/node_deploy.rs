@@ -63,13 +63,7 @@ async fn standalone_with_a_running_pool() -> Result<Installed> {
     let node = Node::start(&[&image.archive]).await?;
     let client = node.client()?;
 
-    pods::apply_all(
-        &client,
-        &pods::rendered(&pods::deploy_dir(""), &image.reference())?,
-        pods::MANAGER,
-    )
-    .await?;
-    pods::wait_rolled_out(&client, 1).await?;
+    pods::install(&client, &pods::deploy_dir(""), &image.reference()).await?;
     let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let running = operator_pods
         .list(&ListParams::default().labels(pods::SELECTOR))

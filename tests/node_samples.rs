@@ -47,13 +47,7 @@ async fn every_sample_applied_as_its_readme_says_reaches_running() -> Result<()>
     let image = OperatorImage::build()?;
     let node = Node::start(&[&image.archive]).await?;
     let client = node.client()?;
-    pods::apply_all(
-        &client,
-        &pods::rendered(&pods::deploy_dir(""), &image.reference())?,
-        pods::MANAGER,
-    )
-    .await?;
-    pods::wait_rolled_out(&client, 1).await?;
+    pods::install(&client, &pods::deploy_dir(""), &image.reference()).await?;
 
     let (cloud, authority) = steps_before_the_samples(&node, &client).await?;
     for sample in SAMPLES {

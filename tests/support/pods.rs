@@ -38,6 +38,17 @@ pub const MANAGER: &str = "capwasm-tests";
 /// already, the Pod waits for its readiness probe (every 10 s).
 pub const AVAILABLE: Duration = Duration::from_secs(120);
 
+/// Applies the kustomization `dir` with `image` (a reference, by digest)
+/// as [`apply_all`] does, and waits until its Deployment runs one ready Pod.
+///
+/// # Errors
+///
+/// If an object is refused or the rollout does not end in time.
+pub async fn install(client: &Client, dir: &Path, image: &str) -> Result<Deployment> {
+    apply_all(client, &rendered(dir, image)?, MANAGER).await?;
+    wait_rolled_out(client, 1).await
+}
+
 /// deploy/ of this working tree, or one of its variants (`provider-mode`,
 /// `sharded`).
 pub fn deploy_dir(variant: &str) -> PathBuf {

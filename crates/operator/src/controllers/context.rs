@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -25,7 +26,7 @@ use super::error::{Error, Retry};
 use super::external::ExternalObjects;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
-use super::secrets::Secrets;
+use super::secrets::{Data, Secrets};
 
 /// Settings fixed for the operator's life.
 #[derive(Clone, Debug)]
@@ -188,6 +189,28 @@ impl Context {
         )
     }
 
+    /// Secret `namespace/name`'s metadata: the cache's, else the API
+    /// server's; none if it does not exist.
+    pub async fn secret_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<PartialObjectMeta<Secret>>>, Error> {
+        self.secrets
+            .metadata(&self.caches.secrets, namespace, name)
+            .await
+            .map_err(|source| secret_not_read(name, source))
+    }
+
+    /// Secret `namespace/name`'s data (read once per version of it); none
+    /// if it does not exist.
+    pub async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<Data>, Error> {
+        self.secrets
+            .data(&self.caches.secrets, namespace, name)
+            .await
+            .map_err(|source| secret_not_read(name, source))
+    }
+
     /// Publishes an Event about `object`: a Warning for reasons a person may
     /// have to act on, Normal otherwise. A failure to publish is logged only.
     pub async fn publish(&self, object: &ObjectReference, reason: Reason, note: impl Into<String>) {
@@ -280,6 +303,14 @@ fn noteworthy(before: &[Condition], after: &[Condition]) -> Vec<(Reason, String)
             })
         })
         .collect()
+}
+
+fn secret_not_read(name: &str, source: kube::Error) -> Error {
+    Error::Get {
+        kind: "Secret",
+        name: name.to_owned(),
+        source,
+    }
 }
 
 #[cfg(test)]

@@ -44,15 +44,7 @@ pub async fn existing(
         )));
     }
     let name = scope.object.name_any();
-    let existing = ctx
-        .secrets
-        .metadata(&ctx.caches.secrets, &scope.namespace(), &name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: name.clone(),
-            source,
-        })?;
+    let existing = ctx.secret_metadata(&scope.namespace(), &name).await?;
     let annotation = existing.and_then(|s| s.annotations().get(GENERATION_ANNOTATION).cloned());
     if annotation == Some(generation(&scope.object)) {
         record(scope, Reason::DataSecretAvailable);

@@ -266,15 +266,7 @@ pub async fn maintain(
         return Ok(Outcome::Continue);
     };
     let name = scope.object.name_any();
-    let meta = ctx
-        .secrets
-        .metadata(&ctx.caches.secrets, &scope.namespace(), &name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: name.clone(),
-            source,
-        })?;
+    let meta = ctx.secret_metadata(&scope.namespace(), &name).await?;
     let recorded = meta.map(|m| m.annotations().clone()).unwrap_or_default();
     let Some(id) = recorded.get(TOKEN_ID_ANNOTATION).cloned() else {
         // The data holds no token of the host's: nothing to look after.

@@ -37,16 +37,7 @@ pub async fn run(
     let key = ClusterKey::new(scope.namespace(), scope.object.name_any());
     let name = key.kubeconfig_secret_name();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let exists = ctx
-        .secrets
-        .metadata(&ctx.caches.secrets, &key.namespace, &name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: name.clone(),
-            source,
-        })?
-        .is_some();
+    let exists = ctx.secret_metadata(&key.namespace, &name).await?.is_some();
     if exists {
         rotate(scope, ctx, &key).await?;
     } else if !generate(scope, ctx, &secrets, &name).await? {

@@ -311,28 +311,24 @@ pub fn deletion(outcome: DeleteOutcome, what: &str) -> Outcome {
     }
 }
 
-/// Whether the pool's bootstrap data may boot new machines ([`fit_for`]).
-async fn data_fit(ctx: &Context, machine_pool: &MachinePool) -> Result<bool, Error> {
-    let Some(name) = machine_pool
+/// The Secret of the pool's bootstrap data, once its MachinePool names one.
+fn data_secret_name(machine_pool: &MachinePool) -> Option<&str> {
+    machine_pool
         .spec
         .template
         .spec
         .bootstrap
         .data_secret_name
         .as_deref()
-    else {
+}
+
+/// Whether the pool's bootstrap data may boot new machines ([`fit_for`]).
+async fn data_fit(ctx: &Context, machine_pool: &MachinePool) -> Result<bool, Error> {
+    let Some(name) = data_secret_name(machine_pool) else {
         return Ok(true);
     };
     let namespace = machine_pool.namespace().unwrap_or_default();
-    let meta = ctx
-        .secrets
-        .metadata(&ctx.caches.secrets, &namespace, name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: name.to_owned(),
-            source,
-        })?;
+    let meta = ctx.secret_metadata(&namespace, name).await?;
     Ok(meta.is_none_or(|m| {
         fit_for(
             m.annotations(),
@@ -347,26 +343,11 @@ async fn bootstrap_data(
     ctx: &Context,
     machine_pool: &MachinePool,
 ) -> Result<Option<BootstrapData>, Error> {
-    let Some(name) = machine_pool
-        .spec
-        .template
-        .spec
-        .bootstrap
-        .data_secret_name
-        .as_deref()
-    else {
+    let Some(name) = data_secret_name(machine_pool) else {
         return Ok(None);
     };
     let namespace = machine_pool.namespace().unwrap_or_default();
-    let data = ctx
-        .secrets
-        .data(&ctx.caches.secrets, &namespace, name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: name.to_owned(),
-            source,
-        })?;
+    let data = ctx.secret_data(&namespace, name).await?;
     let Some(value) = data.as_ref().and_then(|d| d.get("value")) else {
         return Ok(None);
     };
