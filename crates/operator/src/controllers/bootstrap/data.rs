@@ -119,7 +119,7 @@ pub async fn generate(
     }
     let used = match (&workload, issued) {
         (Some(client), Some(issued)) if !matches!(called, Ok((_, true))) => {
-            tokens::delete(client, &issued.token.id).await?;
+            tokens::delete(client, &tokens::secret_name(&issued.token.id), issued.uid).await?;
             None
         }
         (_, issued) => issued,

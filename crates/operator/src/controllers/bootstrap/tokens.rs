@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 
@@ -57,6 +57,8 @@ pub struct Issued {
     pub token: BootstrapToken,
     /// When it expires.
     pub expires: Timestamp,
+    /// The UID of its Secret, which only this Secret can be deleted by.
+    pub uid: Option<String>,
 }
 
 impl std::fmt::Debug for Issued {
@@ -69,7 +71,7 @@ impl std::fmt::Debug for Issued {
 }
 
 /// The name of token `id`'s Secret, as kubeadm names it.
-fn secret_name(id: &str) -> String {
+pub fn secret_name(id: &str) -> String {
     format!("bootstrap-token-{id}")
 }
 
@@ -168,7 +170,7 @@ pub async fn issue(
         CONFIG_UID_LABEL.to_owned(),
         config.uid().unwrap_or_default(),
     )]));
-    Api::<Secret>::namespaced(client.clone(), TOKEN_NAMESPACE)
+    let created = Api::<Secret>::namespaced(client.clone(), TOKEN_NAMESPACE)
         .create(&PostParams::default(), &object)
         .await
         .map_err(|source| write_error("bootstrap token Secret", name, source))?;
@@ -180,19 +182,31 @@ pub async fn issue(
             expiration: rfc3339(expires),
         },
         expires,
+        uid: created.uid(),
     })
 }
 
-/// Deletes token `id`'s Secret; gone already is as good.
-pub async fn delete(client: &Client, id: &str) -> Result<(), Error> {
-    let name = secret_name(id);
+/// Deletes token Secret `name`, and only the one of UID `uid`: a Secret
+/// made again under its name by someone else stays. Gone already is as good.
+pub async fn delete(client: &Client, name: &str, uid: Option<String>) -> Result<(), Error> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
     match Api::<Secret>::namespaced(client.clone(), TOKEN_NAMESPACE)
-        .delete(&name, &DeleteParams::default())
+        .delete(name, &params)
         .await
     {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(write_error("bootstrap token Secret", name, source)),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(source) => Err(write_error(
+            "bootstrap token Secret",
+            name.to_owned(),
+            source,
+        )),
     }
 }
 
@@ -210,6 +224,9 @@ pub async fn workload_client(ctx: &Context, pool: &MachinePool) -> Result<Option
     }
 }
 
+/// Token `id`'s Secret as the sweep found it: when it expires, its UID.
+type Current = (Timestamp, Option<String>);
+
 /// Deletes the expired tokens made for config `uid` (kube-controller-manager's
 /// token cleaner would too, where it runs); returns when token `id` expires
 /// if it is there unexpired, and the soonest expiry of all that are.
@@ -219,7 +236,7 @@ async fn sweep(
     uid: &str,
     id: &str,
     now: Timestamp,
-) -> Result<(Option<Timestamp>, Option<Timestamp>), Error> {
+) -> Result<(Option<Current>, Option<Timestamp>), Error> {
     let tokens = Api::<Secret>::namespaced(client.clone(), TOKEN_NAMESPACE)
         .list(&ListParams::default().labels(&format!("{CONFIG_UID_LABEL}={uid}")))
         .await
@@ -240,12 +257,14 @@ async fn sweep(
         match expiration(token) {
             Some(at) if at > now => {
                 next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
-                if token_id == id {
-                    current = Some(at);
+                if token_id == id && token.name_any() == secret_name(id) {
+                    current = Some((at, token.uid()));
                 }
             }
             _ => {
-                delete(client, &token_id).await?;
+                // The listed Secret itself, by its name and UID: never the
+                // one its data names, which may be another's.
+                delete(client, &token.name_any(), token.uid()).await?;
                 tracing::info!(token_id = %token_id, "deleted an expired bootstrap token");
                 ctx.metrics.write(CONTROLLER, "bootstrap-token");
             }
@@ -286,7 +305,7 @@ pub async fn maintain(
             Outcome::RequeueAfter(until(now, at) + Duration::from_secs(1))
         }));
     }
-    let Some(expires) = current else {
+    let Some((expires, uid)) = current else {
         let recorded_expiry = recorded
             .get(TOKEN_EXPIRATION_ANNOTATION)
             .and_then(|v| v.parse::<Timestamp>().ok());
@@ -320,7 +339,11 @@ pub async fn maintain(
         api.patch(
             &secret_name(&id),
             &PatchParams::default(),
-            &Patch::Merge(json!({ "data": { "expiration": expiration } })),
+            // The uid makes the patch fail on any Secret but the one swept.
+            &Patch::Merge(json!({
+                "metadata": { "uid": uid },
+                "data": { "expiration": expiration },
+            })),
         )
         .await
         .map_err(|source| write_error("bootstrap token Secret", secret_name(&id), source))?;
