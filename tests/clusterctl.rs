@@ -54,6 +54,28 @@ fn release_into(output: &Path, version: &str) -> (PathBuf, OperatorImage) {
     (repository, image)
 }
 
+/// Release [`VERSION`] made into a repository of its own, and clusterctl
+/// reading only capwasm's two providers from it.
+struct Released {
+    _out: tempfile::TempDir,
+    repository: PathBuf,
+    image: OperatorImage,
+    clusterctl: Clusterctl,
+}
+
+fn released() -> Released {
+    let build = ClusterctlBuild::locate().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (repository, image) = release_into(out.path(), VERSION);
+    let clusterctl = clusterctl_for(&build, &repository, VERSION, None);
+    Released {
+        _out: out,
+        repository,
+        image,
+        clusterctl,
+    }
+}
+
 /// clusterctl configured with capwasm's two providers of `repository` at
 /// `version`, and the core provider when `core` is given.
 fn clusterctl_for(
@@ -299,10 +321,12 @@ fn release_refuses_a_version_of_no_declared_series() {
 
 #[test]
 fn generate_provider_describes_both_providers_and_substitutes_their_variables() {
-    let build = ClusterctlBuild::locate().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let (repository, image) = release_into(out.path(), VERSION);
-    let clusterctl = clusterctl_for(&build, &repository, VERSION, None);
+    let Released {
+        clusterctl,
+        image,
+        _out,
+        ..
+    } = released();
     check_describe(&clusterctl, &image);
     check_substitution(&clusterctl);
 }
@@ -464,10 +488,12 @@ fn check_substitution(clusterctl: &Clusterctl) {
 
 #[test]
 fn unset_variables_are_refused_by_clusterctl() {
-    let build = ClusterctlBuild::locate().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let (repository, _) = release_into(out.path(), VERSION);
-    let clusterctl = clusterctl_for(&build, &repository, VERSION, None);
+    let Released {
+        repository,
+        clusterctl,
+        _out,
+        ..
+    } = released();
 
     // A template's variable without a default, unset.
     let refused = clusterctl
@@ -582,10 +608,9 @@ async fn management_with_upstream(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_flavor_generates_a_cluster_upstreams_api_accepts() {
-    let build = ClusterctlBuild::locate().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let (repository, _) = release_into(out.path(), VERSION);
-    let clusterctl = clusterctl_for(&build, &repository, VERSION, None);
+    let Released {
+        clusterctl, _out, ..
+    } = released();
     let (env, _manager, client) = management_with_upstream(&clusterctl).await;
     let ns = env
         .management()
