@@ -24,9 +24,11 @@ help:
 	@echo "make clusterctl    build upstream's clusterctl (the same release) from its Go module into ~/.cache/capwasm (once)"
 	@echo "make node          the one-node Kubernetes of the tests: kubelet and the rest from Go modules, containerd from Debian (once)"
 	@echo "make image         the operator's OCI image, without Docker: a static binary, reproducible (image/build.sh)"
-	@echo "make release VERSION=x.y.z [IMAGE_LAYOUT=dir | IMAGE=ref]"
-	@echo "                   clusterctl's release artifacts (components, metadata, cluster templates) into a"
-	@echo "                   local repository under ~/.cache/capwasm/release (deploy/clusterctl/release.sh)"
+	@echo "make release VERSION=x.y.z [IMAGE_LAYOUT=dir | IMAGE=ref] [PUSH=repo] [KEY=cosign.key]"
+	@echo "                   a release: clusterctl's artifacts (components, metadata, cluster templates) in a"
+	@echo "                   local repository under ~/.cache/capwasm/release, and its assets (those, the"
+	@echo "                   capwasm CLI, SHA256SUMS) under capwasm/v<version>/; the image pushed and the"
+	@echo "                   sums and image signed with PUSH and KEY (deploy/clusterctl/release.sh)"
 	@echo "make bench         provider runtime figures (call latency, compile, precompiled load, memory)"
 	@echo "make ec2-bench     the aws-ec2 provider against moto: size, compile, EC2 requests and time per reconcile"
 	@echo "make fleet-bench   the fleet race, capwasm against upstream core: time to Running, deletion, writes, CPU, memory"
@@ -57,12 +59,17 @@ node:
 image: toolchain
 	@image/build.sh --archive
 
-# The image by digest when a layout (image/build.sh prints it) or a
-# reference is given; by tag otherwise.
+# The image of IMAGE_LAYOUT (image/build.sh prints one), else of this tree
+# (built by `make image`'s recipe), by digest; IMAGE names one by reference
+# instead. PUSH pushes the layout to that repository; KEY (a cosign key,
+# COSIGN_PASSWORD in the environment) signs the sums and the pushed image.
 release:
-	@test -n "$(VERSION)" || { echo "make release VERSION=x.y.z [IMAGE_LAYOUT=dir | IMAGE=ref]" >&2; exit 2; }
-	@deploy/clusterctl/release.sh "$(VERSION)" \
-	  $(if $(IMAGE_LAYOUT),--image-layout "$(IMAGE_LAYOUT)") $(if $(IMAGE),--image "$(IMAGE)") \
+	@test -n "$(VERSION)" || { echo "make release VERSION=x.y.z [IMAGE_LAYOUT=dir | IMAGE=ref] [PUSH=repo] [KEY=cosign.key]" >&2; exit 2; }
+	@layout="$(IMAGE_LAYOUT)"; \
+	if [ -z "$$layout" ] && [ -z "$(IMAGE)" ]; then layout=$$(image/build.sh --archive) || exit 1; fi; \
+	deploy/clusterctl/release.sh "$(VERSION)" \
+	  $${layout:+--image-layout "$$layout"} $(if $(IMAGE),--image "$(IMAGE)") \
+	  $(if $(PUSH),--push "$(PUSH)") $(if $(KEY),--key "$(KEY)") \
 	  $(if $(RELEASE_DIR),--output "$(RELEASE_DIR)")
 
 guests: toolchain

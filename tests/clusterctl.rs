@@ -30,10 +30,9 @@ const FLAVORS: [&str; 3] = ["", "aws-ec2", "machinepool-autoscaler"];
 
 /// What each flavor asks of its user (clusterctl takes them from the
 /// environment): the simulated cloud's and the kubeadm join's, EC2's.
-const TEMPLATE_VARIABLES: [(&str, &str); 9] = [
+const TEMPLATE_VARIABLES: [(&str, &str); 8] = [
     ("SIM_CLOUD_ENDPOINT", "http://sim-cloud.example:8081"),
     ("SIM_CONTROL_PLANE_HOST", "10.0.0.10"),
-    ("KUBEADM_JOIN_TOKEN", "abcdef.0123456789abcdef"),
     (
         "KUBEADM_CA_CERT_HASH",
         "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -165,6 +164,14 @@ fn release_is_the_same_bytes_twice_and_splits_the_install_in_two() {
         [
             "bootstrap-capwasm/v0.2.0/bootstrap-components.yaml",
             "bootstrap-capwasm/v0.2.0/metadata.yaml",
+            "capwasm/v0.2.0/SHA256SUMS",
+            "capwasm/v0.2.0/bootstrap-components.yaml",
+            "capwasm/v0.2.0/capwasm-linux-amd64",
+            "capwasm/v0.2.0/cluster-template-aws-ec2.yaml",
+            "capwasm/v0.2.0/cluster-template-machinepool-autoscaler.yaml",
+            "capwasm/v0.2.0/cluster-template.yaml",
+            "capwasm/v0.2.0/infrastructure-components.yaml",
+            "capwasm/v0.2.0/metadata.yaml",
             "infrastructure-capwasm/v0.2.0/cluster-template-aws-ec2.yaml",
             "infrastructure-capwasm/v0.2.0/cluster-template-machinepool-autoscaler.yaml",
             "infrastructure-capwasm/v0.2.0/cluster-template.yaml",
@@ -292,7 +299,7 @@ fn check_operator(infra: &[DynamicObject], image: &OperatorImage) {
 }
 
 #[test]
-fn release_refuses_a_version_of_no_declared_series() {
+fn release_refuses_what_it_cannot_release_and_writes_nothing() {
     let out = tempfile::tempdir().unwrap();
     let Err(error) = clusterctl::release(
         "0.9.0",
@@ -310,6 +317,43 @@ fn release_refuses_a_version_of_no_declared_series() {
         panic!("release.sh wrote a release of a version clusterctl cannot parse");
     };
     assert!(error.to_string().contains("is not x.y.z"), "{error}");
+    for (args, refusal) in [
+        (
+            &["--push", "registry.example/capwasm/capwasm"][..],
+            "--push needs the layout to push",
+        ),
+        (
+            &["--image-layout", ".", "--push", "x"][..],
+            "is not an image layout",
+        ),
+        (
+            &["--key", "/nonexistent/cosign.key"][..],
+            "--key needs a cosign private key file",
+        ),
+    ] {
+        let Err(error) = clusterctl::release("0.2.0", out.path(), args) else {
+            panic!("release.sh took {args:?}");
+        };
+        assert!(error.to_string().contains(refusal), "{args:?}: {error}");
+    }
+    let layout = OperatorImage::build().expect("the test image").layout;
+    let layout = layout.to_string_lossy();
+    for tagged in [
+        "registry.example/capwasm/capwasm:0.2.0",
+        "registry.example/capwasm/capwasm@sha256:00",
+    ] {
+        let Err(error) = clusterctl::release(
+            "0.2.0",
+            out.path(),
+            &["--image-layout", &layout, "--push", tagged],
+        ) else {
+            panic!("release.sh pushed to {tagged}");
+        };
+        assert!(
+            error.to_string().contains("--push takes a repository"),
+            "{error}"
+        );
+    }
     assert_eq!(
         std::fs::read_dir(out.path()).unwrap().count(),
         0,
@@ -511,8 +555,7 @@ fn unset_variables_are_refused_by_clusterctl() {
             ],
             &[
                 ("SIM_CLOUD_ENDPOINT", "http://sim-cloud.example:8081"),
-                ("KUBEADM_JOIN_TOKEN", "abcdef.0123456789abcdef"),
-                ("KUBEADM_CA_CERT_HASH", TEMPLATE_VARIABLES[3].1),
+                ("KUBEADM_CA_CERT_HASH", TEMPLATE_VARIABLES[2].1),
             ],
         )
         .unwrap();

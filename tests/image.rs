@@ -2,16 +2,19 @@
 //! newest release in `image/releases` built from its commit by this tree's
 //! recipe): reproducible, one static binary run as a non-root user, CA
 //! certificates inside, nothing else; pushed to a registry and signed with
-//! cosign as the providers are. (The test image `make test` runs deploy/
-//! with is the development build: `image/build.sh --test`.)
+//! cosign as the providers are; released (`make release`) with that binary
+//! as the CLI, every asset summed and the sums and image signed. (The test
+//! image `make test` runs deploy/ with is the development build:
+//! `image/build.sh --test`.)
 
 use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
+use testenv::clusterctl;
 use testenv::image::OperatorImage;
-use testenv::registry::Registry;
+use testenv::registry::{KEY_PASSWORD, Registry};
 
 fn blob(layout: &Path, digest: &str) -> Result<Vec<u8>> {
     let hex = digest.strip_prefix("sha256:").context("a sha256 digest")?;
@@ -220,4 +223,129 @@ async fn pushed_and_signed(image: &OperatorImage, version: &str) -> Result<()> {
         "a signature by another key does not verify"
     );
     Ok(())
+}
+
+/// `make release` of the release image, pushed to a registry and signed
+/// with the publisher's key: the CLI among the assets is the image's own
+/// static binary; SHA256SUMS names every other asset with its right sum and
+/// is signed by that key and no other; the image is signed by digest, the
+/// tag names that digest, and the components name it there by digest.
+#[tokio::test]
+async fn a_release_ships_the_images_binary_as_its_cli_and_signs_its_sums_and_image() -> Result<()> {
+    let image = OperatorImage::release()?;
+    let version = release_version()?;
+    let registry = Registry::start().await?;
+    let publisher = registry.key_pair("publisher")?;
+    let other = registry.key_pair("other")?;
+    let repository = format!("{}/capwasm/capwasm", registry.authority);
+    let out = tempfile::tempdir()?;
+    let layout = image.layout.display().to_string();
+    let key = publisher.private.display().to_string();
+    let released = clusterctl::release_with(
+        &version,
+        out.path(),
+        &[
+            "--image-layout",
+            &layout,
+            "--push",
+            &repository,
+            "--key",
+            &key,
+        ],
+        &[("COSIGN_PASSWORD", KEY_PASSWORD)],
+    )?;
+    let assets = released.join("capwasm").join(format!("v{version}"));
+
+    // The CLI: byte for byte the image's binary, static, this version.
+    let cli = assets.join("capwasm-linux-amd64");
+    let cli_bytes = std::fs::read(&cli)?;
+    let dir = tempfile::tempdir()?;
+    let extracted = Command::new("tar")
+        .args(["--extract", "--gzip", "--file"])
+        .arg(layer_path(&image)?)
+        .arg("--directory")
+        .arg(dir.path())
+        .arg("./capwasm")
+        .status()?;
+    assert!(extracted.success());
+    assert!(
+        cli_bytes == std::fs::read(dir.path().join("capwasm"))?,
+        "the CLI is the image's binary"
+    );
+    assert!(!is_dynamic(&cli_bytes)?);
+    let printed = Command::new(&cli).arg("--version").output()?;
+    assert!(String::from_utf8(printed.stdout)?.contains(&version));
+
+    // SHA256SUMS: every other asset, each sum right.
+    let sums = std::fs::read_to_string(assets.join("SHA256SUMS"))?;
+    let summed: Vec<&str> = sums
+        .lines()
+        .filter_map(|line| line.split_once("  ").map(|(_, name)| name))
+        .collect();
+    let mut present: Vec<String> = std::fs::read_dir(&assets)?
+        .map(|entry| Ok(entry?.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_>>()?;
+    present.retain(|name| !name.starts_with("SHA256SUMS"));
+    present.sort();
+    assert_eq!(summed, present, "{sums}");
+    for name in [
+        "capwasm-linux-amd64",
+        "infrastructure-components.yaml",
+        "bootstrap-components.yaml",
+        "metadata.yaml",
+        "cluster-template.yaml",
+    ] {
+        assert!(summed.contains(&name), "{name} in SHA256SUMS: {sums}");
+    }
+    let checked = Command::new("sha256sum")
+        .args(["--check", "--strict", "SHA256SUMS"])
+        .current_dir(&assets)
+        .output()?;
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+
+    // Its signature: the publisher's, over these bytes only.
+    let signature = assets.join("SHA256SUMS.sig");
+    let signed = assets.join("SHA256SUMS");
+    registry.verify_blob(&signed, &signature, &publisher)?;
+    assert!(
+        registry.verify_blob(&signed, &signature, &other).is_err(),
+        "another key does not verify the sums"
+    );
+    let forged = dir.path().join("SHA256SUMS");
+    let mut forged_sums = sums.clone().into_bytes();
+    forged_sums[0] = if forged_sums[0] == b'0' { b'1' } else { b'0' };
+    std::fs::write(&forged, forged_sums)?;
+    assert!(
+        registry
+            .verify_blob(&forged, &signature, &publisher)
+            .is_err(),
+        "changed sums do not verify"
+    );
+
+    // The image: signed by digest, tagged, named by digest.
+    let by_digest = format!("{repository}@{}", image.digest);
+    registry.verify(&by_digest, &publisher)?;
+    assert!(registry.verify(&by_digest, &other).is_err());
+    let tagged = registry.crane(&["digest", &format!("{repository}:{version}")])?;
+    assert_eq!(tagged.trim(), image.digest);
+    let components = std::fs::read_to_string(assets.join("infrastructure-components.yaml"))?;
+    assert!(
+        components.contains(&by_digest) && !components.contains(testenv::image::REPOSITORY),
+        "the operator's image by digest in the pushed repository"
+    );
+    Ok(())
+}
+
+/// The path of the image's one layer.
+fn layer_path(image: &OperatorImage) -> Result<std::path::PathBuf> {
+    let manifest = json_blob(&image.layout, &image.digest)?;
+    let digest = manifest["layers"][0]["digest"]
+        .as_str()
+        .context("a layer digest")?;
+    let hex = digest.strip_prefix("sha256:").context("a sha256 layer")?;
+    Ok(image.layout.join("blobs/sha256").join(hex))
 }

@@ -11,21 +11,36 @@
 #   <repository>/bootstrap-capwasm/v<version>/
 #       bootstrap-components.yaml  metadata.yaml
 #
-# Each version gets its own directories, so the repository keeps every
-# release made into it (what `clusterctl upgrade plan` lists). The files of
-# both directories are also the assets of a GitHub release.
+#   <repository>/capwasm/v<version>/
+#       the release's assets, flat, as a GitHub release holds them: the
+#       files above, capwasm-<os>-<arch> (the CLI, the image's own static
+#       binary; with --image-layout), SHA256SUMS of them all, and
+#       SHA256SUMS.sig (with --key)
 #
-#   deploy/clusterctl/release.sh VERSION [--image-layout DIR | --image REF] [--output DIR]
+# Each version gets its own directories, so the repository keeps every
+# release made into it (what `clusterctl upgrade plan` lists).
+#
+#   deploy/clusterctl/release.sh VERSION [--image-layout DIR [--push REPO] | --image REF]
+#                                [--key COSIGN_KEY] [--output DIR]
 #
 # VERSION: x.y.z (semantic; its x.y must be a series of metadata.yaml).
 # --image-layout: an OCI layout `image/build.sh` printed; the operator's
 #   image is named by its digest (the layout's `digest` file).
+# --push: the image repository (registry.example/capwasm/capwasm) the
+#   layout is pushed to by digest (crane); the components name it there.
+#   With --key the digest is signed (cosign) before the tag VERSION is
+#   moved to it, so the tag never names an unsigned image.
 # --image: the image reference itself (by digest, preferably).
 # Neither: ghcr.io/capwasm/capwasm:VERSION, by tag.
+# --key: a cosign private key (COSIGN_PASSWORD in the environment): signs
+#   SHA256SUMS (`cosign verify-blob`) and the pushed image (`cosign
+#   verify`). Offline signatures: nothing goes to a transparency log.
 # --output: the repository (default ~/.cache/capwasm/release).
 #
 # The same sources and image give the same bytes: kustomize's output is
 # sorted, and nothing else written depends on the time or the machine.
+# (Signatures differ each time: ECDSA signs with a random nonce; what they
+# sign is the same.)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,12 +49,15 @@ cache_root=${CAPWASM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capwasm}
 image_name=ghcr.io/capwasm/capwasm
 
 fail() { printf 'release: %s\n' "$*" >&2; exit 1; }
-usage() { fail "usage: release.sh VERSION [--image-layout DIR | --image REF] [--output DIR]"; }
+usage() { fail "usage: release.sh VERSION [--image-layout DIR [--push REPO] | --image REF] [--key COSIGN_KEY] [--output DIR]"; }
 
 [ $# -ge 1 ] || usage
 version=${1#v}
 shift
 image=""
+layout=""
+push=""
+key=""
 output="$cache_root/release"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,7 +66,17 @@ while [ $# -gt 0 ]; do
       [ -s "$2/digest" ] || fail "$2 is not an image layout of image/build.sh (no digest file)"
       digest=$(tr -d '[:space:]' <"$2/digest")
       [[ $digest =~ ^sha256:[0-9a-f]{64}$ ]] || fail "$2/digest holds no sha256 digest"
-      image="$image_name@$digest"
+      layout=$(cd "$2" && pwd)
+      shift
+      ;;
+    --push)
+      [ $# -ge 2 ] && [ -n "$2" ] || usage
+      push=$2
+      shift
+      ;;
+    --key)
+      [ $# -ge 2 ] && [ -s "$2" ] || fail "--key needs a cosign private key file"
+      key=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
       shift
       ;;
     --image)
@@ -77,7 +105,15 @@ awk -v major="$major" -v minor="$minor" '
   /^[[:space:]]*minor:/ && m == major && $2 == minor { found = 1 }
   END { exit !found }' "$here/metadata.yaml" ||
   fail "no release series $major.$minor in deploy/clusterctl/metadata.yaml: add it with its contract"
-if [ -z "$image" ]; then
+[ -z "$layout" ] || [ -z "$image" ] || fail "give --image-layout or --image, not both"
+[ -z "$push" ] || [ -n "$layout" ] || fail "--push needs the layout to push (--image-layout)"
+if [ -n "$push" ]; then
+  [[ $push =~ ^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+$ ]] ||
+    fail "--push takes a repository (host[:port]/path, no tag or digest), not '$push'"
+fi
+if [ -n "$layout" ]; then
+  image="${push:-$image_name}@$digest"
+elif [ -z "$image" ]; then
   image="$image_name:$version"
   printf 'release: naming the image by tag (%s): give --image-layout or --image to pin its digest\n' "$image" >&2
 fi
@@ -105,7 +141,50 @@ cp "$here/metadata.yaml" "$infra/metadata.yaml"
 cp "$here/metadata.yaml" "$bootstrap/metadata.yaml"
 chmod 0644 "$infra"/* "$bootstrap"/*
 
-for provider in infrastructure-capwasm bootstrap-capwasm; do
+# The release's assets, flat: clusterctl's files, the CLI, their sums.
+assets="$staging/capwasm/v$version"
+mkdir -p "$assets"
+cp "$infra"/* "$assets/"
+cp "$bootstrap/bootstrap-components.yaml" "$assets/"
+if [ -n "$layout" ]; then
+  platform=$("$repo/image/extract.py" "$layout" /capwasm "$assets/capwasm") ||
+    fail "no /capwasm binary in $layout"
+  mv "$assets/capwasm" "$assets/capwasm-$platform"
+fi
+(cd "$assets" && LC_ALL=C sha256sum -- * >"$staging/SHA256SUMS" && mv "$staging/SHA256SUMS" SHA256SUMS)
+
+# Pushing and signing talk to a registry: a loopback one speaks plain HTTP.
+crane=() cosign=() registry_flags=() crane_flags=()
+if [ -n "$push" ] || [ -n "$key" ]; then
+  cosign=("$("$repo/tests/cosign/build.sh")/cosign")
+fi
+if [ -n "$push" ]; then
+  crane=("$("$repo/tests/registry/build.sh")/crane")
+  case "${push%%/*}" in
+    127.0.0.1:* | localhost:* | 127.0.0.1 | localhost)
+      crane_flags=(--insecure)
+      registry_flags=(--allow-http-registry --allow-insecure-registry)
+      ;;
+  esac
+fi
+if [ -n "$key" ]; then
+  "${cosign[@]}" sign-blob --yes --key "$key" --tlog-upload=false \
+    --output-signature "$assets/SHA256SUMS.sig" "$assets/SHA256SUMS" >/dev/null ||
+    fail "cosign could not sign SHA256SUMS with $key"
+  chmod 0644 "$assets/SHA256SUMS.sig"
+fi
+if [ -n "$push" ]; then
+  "${crane[@]}" push "${crane_flags[@]}" "$layout" "$image" >/dev/null ||
+    fail "crane could not push $layout to $image"
+  if [ -n "$key" ]; then
+    "${cosign[@]}" sign --yes --key "$key" --tlog-upload=false "${registry_flags[@]}" "$image" ||
+      fail "cosign could not sign $image with $key"
+  fi
+  "${crane[@]}" tag "${crane_flags[@]}" "$image" "$version" || fail "crane could not tag $image as $version"
+  printf 'release: pushed %s%s, tagged %s\n' "$image" "${key:+ (signed)}" "$version" >&2
+fi
+
+for provider in infrastructure-capwasm bootstrap-capwasm capwasm; do
   mkdir -p "$output/$provider"
   rm -rf "${output:?}/$provider/v$version"
   mv "$staging/$provider/v$version" "$output/$provider/v$version"

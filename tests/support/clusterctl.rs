@@ -54,6 +54,16 @@ impl ClusterctlBuild {
 /// Runs `deploy/clusterctl/release.sh VERSION --output DIR` with `args`
 /// after it; the repository directory it printed.
 pub fn release(version: &str, output: &Path, args: &[&str]) -> Result<PathBuf> {
+    release_with(version, output, args, &[])
+}
+
+/// [`release`] with `env` added to its environment (`COSIGN_PASSWORD`).
+pub fn release_with(
+    version: &str,
+    output: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/clusterctl/release.sh");
     let out = Command::new("bash")
         .arg(&script)
@@ -61,6 +71,7 @@ pub fn release(version: &str, output: &Path, args: &[&str]) -> Result<PathBuf> {
         .arg("--output")
         .arg(output)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| Error::Tool(format!("cannot run {}: {e}", script.display())))?;
     if !out.status.success() {

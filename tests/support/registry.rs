@@ -18,7 +18,7 @@ use crate::{Error, Result};
 /// How long the registry gets to answer.
 const READY: Duration = Duration::from_secs(30);
 /// The password of every test key (cosign asks for one).
-const KEY_PASSWORD: &str = "capwasm-test";
+pub const KEY_PASSWORD: &str = "capwasm-test";
 /// The user an authenticated registry knows.
 pub const USERNAME: &str = "capwasm";
 /// Its password.
@@ -175,12 +175,7 @@ impl Registry {
     ///
     /// If cosign finds no signature by `key`.
     pub fn verify(&self, image: &str, key: &KeyPair) -> Result<()> {
-        let public = self.dir.path().join("verify.pub");
-        std::fs::write(&public, &key.public_pem).map_err(|source| Error::Io {
-            path: public.clone(),
-            source,
-        })?;
-        let public = public.display().to_string();
+        let public = self.public_key_file(key)?;
         self.run(
             &self.cosign,
             &[
@@ -195,6 +190,41 @@ impl Registry {
             None,
         )
         .map(|_| ())
+    }
+
+    /// Checks `signature` (`cosign sign-blob --output-signature`) of `file`
+    /// against `key` as a user would, with `cosign verify-blob` (offline).
+    ///
+    /// # Errors
+    ///
+    /// If the signature is not `key`'s over `file`.
+    pub fn verify_blob(&self, file: &Path, signature: &Path, key: &KeyPair) -> Result<()> {
+        let public = self.public_key_file(key)?;
+        let (file, signature) = (file.display().to_string(), signature.display().to_string());
+        self.run(
+            &self.cosign,
+            &[
+                "verify-blob",
+                "--key",
+                &public,
+                "--signature",
+                &signature,
+                "--insecure-ignore-tlog=true",
+                &file,
+            ],
+            None,
+        )
+        .map(|_| ())
+    }
+
+    /// `key`'s public half written to a file of this registry's directory.
+    fn public_key_file(&self, key: &KeyPair) -> Result<String> {
+        let public = self.dir.path().join("verify.pub");
+        std::fs::write(&public, &key.public_pem).map_err(|source| Error::Io {
+            path: public.clone(),
+            source,
+        })?;
+        Ok(public.display().to_string())
     }
 
     /// Releases `candidate` (an image pushed by digest) as `tag` the way a
