@@ -3,13 +3,14 @@
 //! done as it says (the providers' ConfigMap, the simulated cloud with its
 //! token Secret, the team's namespace and kubeconfig Secret), then every
 //! sample applied unchanged but for where the simulated cloud listens, and
-//! every pool Running with its instances Nodes of the workload cluster.
+//! every pool Running with its instances Nodes of the workload cluster,
+//! the platform cluster's too, and it Ready.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, ensure};
-use capwasm::api::ProviderModule;
+use capwasm::api::{PlatformCluster, ProviderModule};
 use capwasm::simcloud::RunningSimCloud;
 use capwasm::testing::guest_path;
 use k8s_openapi::ByteString;
@@ -17,13 +18,20 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node as NodeObject, Secre
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt as _};
 use testenv::clusterctl::documents;
-use testenv::flows::{Objects, create, wait_for_module, wait_for_pool};
+use testenv::flows::{Objects, create, wait_for, wait_for_module, wait_for_pool};
 use testenv::image::OperatorImage;
 use testenv::node::{HOST_ADDRESS, Node};
 use testenv::pods::{self, NAMESPACE};
 
 /// The samples, in the order examples/README applies them.
-const SAMPLES: [&str; 3] = ["providers.yaml", "cluster.yaml", "pool-autoscaled.yaml"];
+const SAMPLES: [&str; 4] = [
+    "providers.yaml",
+    "cluster.yaml",
+    "pool-autoscaled.yaml",
+    "platform.yaml",
+];
+/// The platform cluster of platform.yaml.
+const PLATFORM_CLUSTER: &str = "platform-demo";
 /// Where the samples say the simulated cloud listens.
 const SIM_CLOUD: &str = "sim-cloud.example:8081";
 const TEAM: &str = "team-a";
@@ -53,22 +61,36 @@ async fn every_sample_applied_as_its_readme_says_reaches_running() -> Result<()>
     for sample in SAMPLES {
         let text = std::fs::read_to_string(examples().join(sample))?;
         ensure!(
-            sample != "cluster.yaml" || text.contains(SIM_CLOUD),
+            !matches!(sample, "cluster.yaml" | "platform.yaml") || text.contains(SIM_CLOUD),
             "{sample} names the simulated cloud as {SIM_CLOUD}"
         );
         let objects = documents(&text.replace(SIM_CLOUD, &authority))?;
         pods::apply_all(&client, &objects, "kubectl").await?;
-        if sample == "providers.yaml" {
-            let modules: Api<ProviderModule> = Api::all(client.clone());
-            for module in &objects {
-                wait_for_module(&modules, &module.name_any(), "Ready").await;
-            }
+        let modules: Api<ProviderModule> = Api::all(client.clone());
+        for module in objects
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ProviderModule"))
+        {
+            wait_for_module(&modules, &module.name_any(), "Ready").await;
         }
     }
 
     let pools = Api::namespaced(client.clone(), TEAM);
     let workers = wait_for_pool(&pools, "workers", "Running", 3).await;
     let autoscaled = wait_for_pool(&pools, "autoscaled", "Running", 1).await;
+    let platform: Api<PlatformCluster> = Api::namespaced(client.clone(), TEAM);
+    let ready = wait_for(&platform, PLATFORM_CLUSTER, "phase Ready", |c| {
+        c.and_then(|c| c.status.as_ref())
+            .is_some_and(|s| s.phase.as_deref() == Some("Ready"))
+    })
+    .await
+    .context("the platform cluster")?;
+    let status = ready.status.unwrap_or_default();
+    assert_eq!(status.kubernetes_version.as_deref(), Some("v1.36.3"));
+    assert_eq!(status.node_count, Some(3), "{status:?}");
+    // Its provider rendered a pool per node group.
+    let fixed = wait_for_pool(&pools, &format!("{PLATFORM_CLUSTER}-md"), "Running", 2).await;
+    let bounded = wait_for_pool(&pools, &format!("{PLATFORM_CLUSTER}-auto"), "Running", 1).await;
     let nodes: Api<NodeObject> = Api::all(node.workload_client().await?);
     let registered: BTreeMap<String, BTreeMap<String, String>> = nodes
         .list(&ListParams::default())
@@ -77,7 +99,13 @@ async fn every_sample_applied_as_its_readme_says_reaches_running() -> Result<()>
         .into_iter()
         .filter_map(|n| Some((n.spec.clone()?.provider_id?, n.labels().clone())))
         .collect();
-    for id in &workers.spec.provider_id_list {
+    for id in workers
+        .spec
+        .provider_id_list
+        .iter()
+        .chain(&fixed.spec.provider_id_list)
+        .chain(&bounded.spec.provider_id_list)
+    {
         assert!(
             registered.contains_key(id),
             "{id} is a Node: {registered:?}"
@@ -95,7 +123,7 @@ async fn every_sample_applied_as_its_readme_says_reaches_running() -> Result<()>
     }
     assert_eq!(
         cloud.cloud().total_creations(),
-        4,
+        4 + 3,
         "one instance made per replica the samples ask for"
     );
 
@@ -161,15 +189,21 @@ async fn steps_before_the_samples(
             },
         )
         .await?;
-    create(client, &node.workload_kubeconfig_secret(TEAM, "demo")?).await?;
+    for cluster in ["demo", PLATFORM_CLUSTER] {
+        create(client, &node.workload_kubeconfig_secret(TEAM, cluster)?).await?;
+    }
     Ok((cloud, authority))
 }
 
 /// ConfigMap `providers` of the operator's namespace, as
-/// `kubectl create configmap --from-file` makes it from the two components.
+/// `kubectl create configmap --from-file` makes it from the three components.
 async fn providers_config_map(client: &Client) -> Result<()> {
     let mut data = BTreeMap::new();
-    for file in ["kubeadm_bootstrap.wasm", "sim_infrastructure.wasm"] {
+    for file in [
+        "kubeadm_bootstrap.wasm",
+        "sim_infrastructure.wasm",
+        "sim_platform.wasm",
+    ] {
         let path = guest_path(file);
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         data.insert(file.to_owned(), ByteString(bytes));
