@@ -362,9 +362,9 @@ async fn every_manifest_and_crd_applies_with_server_side_dry_run() {
         .unwrap_or_else(|e| panic!("the Deployment's Pod is refused in {namespace}: {e}"));
 }
 
-/// The operator's own role reads Clusters and MachinePools, and creates,
-/// applies and deletes them only as a platform cluster's objects: never
-/// their status, finalizers by update, or anything else.
+/// The operator's own role reads Clusters and MachinePools, and gets,
+/// creates, applies and deletes them only as a platform cluster's objects:
+/// never their status, finalizers by update, or anything else.
 fn reads_or_composes_clusters(rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>) {
     for rule in rules {
         if rule
@@ -373,7 +373,7 @@ fn reads_or_composes_clusters(rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule>
             .flatten()
             .any(|g| g == "cluster.x-k8s.io")
         {
-            let composed = ["list", "watch", "create", "patch", "delete"];
+            let composed = ["get", "list", "watch", "create", "patch", "delete"];
             assert!(
                 rule.verbs == ["list", "watch"] || rule.verbs == composed,
                 "{rule:?}"
