@@ -37,6 +37,7 @@ SERIAL_PREFIX = "node_"
 SERIAL = {
     "aws_ec2",
     "ec2_operator",
+    "ec2_sample",
     "hostile_guests",
     "hostile_neighbours",
     "language_providers",

@@ -169,17 +169,9 @@ impl Ec2 {
         create_pool(client, &pool, &providers).await
     }
 
-    /// What moto holds for Cluster `<namespace>/<name>`, not terminated:
-    /// instances, VPCs, subnets, security groups.
+    /// What moto holds for Cluster `<namespace>/<name>`: [`tagged`].
     pub fn tagged(&self, cluster: &str) -> Result<[usize; 4]> {
-        let printed = self.moto.boto3(TAGGED, &[cluster])?;
-        let counts: Vec<usize> = printed
-            .split_whitespace()
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        counts
-            .try_into()
-            .map_err(|_| Error::Tool(format!("moto's inventory: four counts, not {printed:?}")))
+        tagged(&self.moto, cluster)
     }
 
     /// Waits (at most [`WAIT`]) until moto holds `instances` live instances
@@ -199,4 +191,21 @@ impl Ec2 {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+}
+
+/// What `moto` holds for Cluster `<namespace>/<name>`, not terminated:
+/// instances, VPCs, subnets, security groups.
+///
+/// # Errors
+///
+/// If boto3 fails or prints something else.
+pub fn tagged(moto: &Moto, cluster: &str) -> Result<[usize; 4]> {
+    let printed = moto.boto3(TAGGED, &[cluster])?;
+    let counts: Vec<usize> = printed
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    counts
+        .try_into()
+        .map_err(|_| Error::Tool(format!("moto's inventory: four counts, not {printed:?}")))
 }

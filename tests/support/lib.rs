@@ -40,6 +40,7 @@ mod process;
 pub mod registry;
 pub mod release;
 mod rundir;
+pub mod samples;
 pub mod scoped;
 mod stack;
 pub mod upstream;
