@@ -4,7 +4,9 @@
 //! (`kube-system/bootstrap-token-<id>`, as kubeadm makes it), kept alive
 //! while machines have to join and left to expire after; a pool scaled once
 //! its token expired, and again once its token Secret was deleted by hand,
-//! joins with a fresh token, losing and duplicating no instance. The TTL is
+//! joins with a fresh token, losing and duplicating no instance; a Secret
+//! labelled as a config's token whose data names another token never has
+//! that other token deleted. The TTL is
 //! a few seconds here; the operator's default is kubeadm's 15 minutes.
 
 use std::collections::BTreeMap;
@@ -287,4 +289,97 @@ async fn scaled_after_expiry_and_deletion(prefix: &str, guest: Option<&str>) {
         "the newest instance joins with the third token"
     );
     not_in_objects(&apis, &third).await;
+}
+
+/// A Secret labelled as one of the config's tokens, expired, whose data
+/// names another token (a decoy): the sweep deletes the labelled Secret it
+/// listed, and never the other token its data names, which stays untouched.
+#[tokio::test]
+async fn the_sweep_deletes_the_expired_secret_it_listed_never_the_token_its_data_names() {
+    let env = TestEnv::shared().await.unwrap();
+    let stack = STACK
+        .get_or_init(|| async {
+            Stack::of_with(env, |settings| settings.bootstrap_token_ttl = TTL)
+                .await
+                .unwrap()
+        })
+        .await;
+    let client = env.management().client().unwrap();
+    let workload = env.workload().unwrap();
+    let tokens: Api<Secret> = Api::namespaced(workload.client().unwrap(), "kube-system");
+    let ns = env
+        .management()
+        .create_namespace("tokens-decoy")
+        .await
+        .unwrap();
+    let apis = Apis::new(&client, &ns);
+    pool_of_one_without_a_token(stack, &client, workload, &ns, &apis, None).await;
+    let uid = apis.configs.get("pool").await.unwrap().uid().unwrap();
+
+    // Someone else's token, unexpired and not labelled for the config.
+    let victim_id = "vctm01";
+    let victim = token_secret(
+        &format!("bootstrap-token-{victim_id}"),
+        victim_id,
+        "2099-01-01T00:00:00Z",
+        None,
+    );
+    let victim = tokens
+        .create(&PostParams::default(), &victim)
+        .await
+        .unwrap();
+    // The decoy: labelled as the config's, expired, naming the victim.
+    let decoy = token_secret("decoy-token", victim_id, "2000-01-01T00:00:00Z", Some(&uid));
+    tokens.create(&PostParams::default(), &decoy).await.unwrap();
+
+    // The sweep ran: the decoy, listed under the config's label, is gone.
+    wait_for(
+        &tokens,
+        "decoy-token",
+        "the listed expired Secret is deleted",
+        |s| s.is_none(),
+    )
+    .await;
+    let kept = tokens
+        .get_opt(&victim.name_any())
+        .await
+        .unwrap()
+        .expect("the token the decoy names is kept");
+    assert_eq!(
+        kept.uid(),
+        victim.uid(),
+        "the same Secret, not one made again"
+    );
+    assert_eq!(
+        kept.resource_version(),
+        victim.resource_version(),
+        "not even changed"
+    );
+}
+
+/// A `bootstrap.kubernetes.io/token` Secret `name` for token `id`
+/// expiring at `expiration`, labelled as config `uid`'s if given.
+fn token_secret(name: &str, id: &str, expiration: &str, uid: Option<&str>) -> Secret {
+    let data = [
+        ("token-id", id),
+        ("token-secret", "0123456789abcdef"),
+        ("expiration", expiration),
+        ("usage-bootstrap-authentication", "true"),
+        ("usage-bootstrap-signing", "true"),
+    ];
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("kube-system".into()),
+            labels: uid.map(|uid| BTreeMap::from([(CONFIG_UID_LABEL.to_owned(), uid.to_owned())])),
+            ..kube::api::ObjectMeta::default()
+        },
+        type_: Some("bootstrap.kubernetes.io/token".into()),
+        string_data: Some(
+            data.into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        ),
+        ..Secret::default()
+    }
 }
