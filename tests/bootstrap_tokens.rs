@@ -174,6 +174,17 @@ async fn pool_of_one_without_a_token(
 /// simulated cloud, so that no two instances share a Node name).
 static STACK: tokio::sync::OnceCell<Stack> = tokio::sync::OnceCell::const_new();
 
+/// [`STACK`], started by the first test that asks.
+async fn stack(env: &'static TestEnv) -> &'static Stack {
+    STACK
+        .get_or_init(|| async {
+            Stack::of_with(env, |settings| settings.bootstrap_token_ttl = TTL)
+                .await
+                .unwrap()
+        })
+        .await
+}
+
 #[tokio::test]
 async fn a_pool_of_the_rust_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
     scaled_after_expiry_and_deletion("tokens-rs", None).await;
@@ -193,13 +204,7 @@ async fn a_pool_of_the_typescript_provider_scaled_after_its_token_expired_or_was
 /// if none).
 async fn scaled_after_expiry_and_deletion(prefix: &str, guest: Option<&str>) {
     let env = TestEnv::shared().await.unwrap();
-    let stack = STACK
-        .get_or_init(|| async {
-            Stack::of_with(env, |settings| settings.bootstrap_token_ttl = TTL)
-                .await
-                .unwrap()
-        })
-        .await;
+    let stack = stack(env).await;
     let client = env.management().client().unwrap();
     let workload = env.workload().unwrap();
     let tokens: Api<Secret> = Api::namespaced(workload.client().unwrap(), "kube-system");
@@ -297,13 +302,7 @@ async fn scaled_after_expiry_and_deletion(prefix: &str, guest: Option<&str>) {
 #[tokio::test]
 async fn the_sweep_deletes_the_expired_secret_it_listed_never_the_token_its_data_names() {
     let env = TestEnv::shared().await.unwrap();
-    let stack = STACK
-        .get_or_init(|| async {
-            Stack::of_with(env, |settings| settings.bootstrap_token_ttl = TTL)
-                .await
-                .unwrap()
-        })
-        .await;
+    let stack = stack(env).await;
     let client = env.management().client().unwrap();
     let workload = env.workload().unwrap();
     let tokens: Api<Secret> = Api::namespaced(workload.client().unwrap(), "kube-system");

@@ -37,7 +37,7 @@ async fn the_aws_ec2_sample_applied_as_its_readme_says_runs_its_pool_on_moto() -
 
     // examples/README's steps before the samples.
     for namespace in [OPERATOR_NAMESPACE, TEAM] {
-        samples::namespace(&client, namespace).await?;
+        testenv::flows::namespace(&client, namespace).await?;
     }
     samples::components_config_map(
         &client,

@@ -183,7 +183,7 @@ async fn steps_before_the_samples(
         &samples::secret(NAMESPACE, "sim-cloud", &[("token", token)]),
     )
     .await?;
-    samples::namespace(client, TEAM).await?;
+    testenv::flows::namespace(client, TEAM).await?;
     for cluster in ["demo", PLATFORM_CLUSTER] {
         create(client, &node.workload_kubeconfig_secret(TEAM, cluster)?).await?;
     }

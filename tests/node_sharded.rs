@@ -31,12 +31,12 @@ use capwasm::testing::guest_path;
 use capwasm::testing::objects::{ClusterBuilder, MachinePoolBuilder, ProviderModuleBuilder};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, LogParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use testenv::flows::{Modules, Objects, Providers, condition, create, create_pool, scale};
+use testenv::flows::{self, Modules, Objects, Providers, condition, create, create_pool, scale};
 use testenv::image::OperatorImage;
 use testenv::memory::{ContainerMemory, MemoryWatch};
 use testenv::node::{HOST_ADDRESS, Node};
@@ -110,20 +110,6 @@ fn running_with(pool: Option<&MachinePool>, ready: i32) -> bool {
             && s.ready_replicas == Some(ready)
             && i32::try_from(s.node_refs.len()) == Ok(ready)
     })
-}
-
-async fn create_namespace(client: &Client, name: &str) -> Result<()> {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    Ok(())
 }
 
 /// Cluster `cluster` of `ns` on the node's workload API server, its
@@ -305,7 +291,7 @@ async fn the_sharded_statefulset_spreads_pools_over_its_shards_and_a_deleted_sha
     // The Clusters and their pools, served by modules from a ConfigMap and
     // a cloud on the host end of the node's network.
     for ns in &namespaces {
-        create_namespace(&client, ns).await?;
+        flows::namespace(&client, ns).await?;
     }
     let workload = node.workload_client().await?;
     let (cloud, objects) = Objects::start_cloud_on(HOST_ADDRESS, workload).await?;
@@ -601,7 +587,7 @@ async fn the_standalone_operator_holds_its_memory_limit_beside_hostile_providers
     let watch = MemoryWatch::start(memory);
 
     let ns = "neighbours";
-    create_namespace(&client, ns).await?;
+    flows::namespace(&client, ns).await?;
     let workload = node.workload_client().await?;
     let (cloud, objects) = Objects::start_cloud_on(HOST_ADDRESS, workload).await?;
     let modules = objects

@@ -740,16 +740,27 @@ pub fn v1beta1_pool(namespace: &str, name: &str, cluster: &str, replicas: i32) -
 /// Makes [`CREDENTIALS_NAMESPACE`], where the operator reads credentials,
 /// verification keys and unpinned component ConfigMaps from.
 pub async fn credentials_namespace(client: &Client) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+    // Another test may have made it already.
+    let _ = namespace(client, CREDENTIALS_NAMESPACE).await;
+}
+
+/// Creates Namespace `name`.
+///
+/// # Errors
+///
+/// If it is refused (it exists, say).
+pub async fn namespace(client: &Client, name: &str) -> Result<()> {
     let namespace = Namespace {
         metadata: ObjectMeta {
-            name: Some(CREDENTIALS_NAMESPACE.into()),
+            name: Some(name.into()),
             ..ObjectMeta::default()
         },
         ..Namespace::default()
     };
-    // Another test may have made it already.
-    let _ = namespaces.create(&PostParams::default(), &namespace).await;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    Ok(())
 }
 
 /// Writes the credentials Secret `name` (in [`CREDENTIALS_NAMESPACE`], made

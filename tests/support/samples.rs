@@ -1,6 +1,6 @@
 //! examples/ as its README has a user apply it: the files, the steps that
-//! come before them (the providers' ConfigMap, Secrets of string data,
-//! namespaces), and each sample applied as `kubectl apply` would, its
+//! come before them (the providers' ConfigMap, Secrets of string data),
+//! and each sample applied as `kubectl apply` would, its
 //! ProviderModules waited for.
 
 use std::collections::BTreeMap;
@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use capwasm::api::ProviderModule;
 use capwasm::testing::guest_path;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ObjectMeta};
 use kube::{Client, ResourceExt as _};
 
 use crate::clusterctl::documents;
@@ -99,23 +99,4 @@ pub fn secret(namespace: &str, name: &str, entries: &[(&str, &str)]) -> Secret {
         ),
         ..Secret::default()
     }
-}
-
-/// Namespace `name`.
-///
-/// # Errors
-///
-/// If it is refused.
-pub async fn namespace(client: &Client, name: &str) -> Result<()> {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
-    Ok(())
 }
