@@ -176,8 +176,8 @@ impl Registry {
     /// If cosign finds no signature by `key`.
     pub fn verify(&self, image: &str, key: &KeyPair) -> Result<()> {
         let public = self.public_key_file(key)?;
-        self.run(
-            &self.cosign,
+        self.verify_offline(
+            &public,
             &[
                 "verify",
                 "--key",
@@ -187,9 +187,7 @@ impl Registry {
                 "--allow-insecure-registry",
                 image,
             ],
-            None,
         )
-        .map(|_| ())
     }
 
     /// Checks `signature` (`cosign sign-blob --output-signature`) of `file`
@@ -201,8 +199,8 @@ impl Registry {
     pub fn verify_blob(&self, file: &Path, signature: &Path, key: &KeyPair) -> Result<()> {
         let public = self.public_key_file(key)?;
         let (file, signature) = (file.display().to_string(), signature.display().to_string());
-        self.run(
-            &self.cosign,
+        self.verify_offline(
+            &public,
             &[
                 "verify-blob",
                 "--key",
@@ -212,9 +210,7 @@ impl Registry {
                 "--insecure-ignore-tlog=true",
                 &file,
             ],
-            None,
         )
-        .map(|_| ())
     }
 
     /// `key`'s public half written to a file of this registry's directory.
@@ -250,9 +246,35 @@ impl Registry {
     }
 
     fn run(&self, binary: &Path, args: &[&str], dir: Option<&Path>) -> Result<String> {
+        self.run_with(binary, args, dir, &[])
+    }
+
+    /// cosign's `verify` and `verify-blob` with the public key file
+    /// `public`, offline. Naming a Rekor key (any: with
+    /// `--insecure-ignore-tlog` none is read) keeps cosign from fetching
+    /// the public Sigstore trust root from the internet, which it otherwise
+    /// tries even for a key.
+    fn verify_offline(&self, public: &str, args: &[&str]) -> Result<()> {
+        self.run_with(
+            &self.cosign,
+            args,
+            None,
+            &[("SIGSTORE_REKOR_PUBLIC_KEY", public)],
+        )
+        .map(|_| ())
+    }
+
+    fn run_with(
+        &self,
+        binary: &Path,
+        args: &[&str],
+        dir: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Result<String> {
         let mut command = Command::new(binary);
         command
             .args(args)
+            .envs(env.iter().copied())
             .env("COSIGN_PASSWORD", KEY_PASSWORD)
             .env("HOME", self.dir.path())
             .stdin(std::process::Stdio::null());
