@@ -524,7 +524,13 @@ async fn an_older_versions_secret_gets_a_kept_ca_trusted_before_it_signs_while_t
         let cluster = testenv::flows::v1beta1_cluster(&ns, &format!("c{created}"));
         match testenv::flows::create_v1beta1(&client, &ns, &cluster).await {
             Ok(_) => created += 1,
-            Err(error) => failures.push(format!("{error}")),
+            // When (beside the migration's time) and the whole chain:
+            // which request failed, and why (TLS, a 5xx).
+            Err(error) => failures.push(format!(
+                "at {:?}: {}",
+                started.elapsed(),
+                capwasm::report::error_chain(&error)
+            )),
         }
         if migrated.is_none() {
             let now = secrets.get(SECRET).await.unwrap();
