@@ -4,9 +4,9 @@
 //! (`kube-system/bootstrap-token-<id>`, as kubeadm makes it), kept alive
 //! while machines have to join and left to expire after; a pool scaled once
 //! its token expired, and again once its token Secret was deleted by hand,
-//! joins with a fresh token, losing and duplicating no instance; a Secret
-//! labelled as a config's token whose data names another token never has
-//! that other token deleted. The TTL is
+//! joins with a fresh token, losing and duplicating no instance; the sweep
+//! deletes only expired Secrets shaped as the host's tokens, never a
+//! labelled Secret of another shape or the token a decoy names. The TTL is
 //! a few seconds here; the operator's default is kubeadm's 15 minutes.
 
 use std::collections::BTreeMap;
@@ -296,11 +296,14 @@ async fn scaled_after_expiry_and_deletion(prefix: &str, guest: Option<&str>) {
     not_in_objects(&apis, &third).await;
 }
 
-/// A Secret labelled as one of the config's tokens, expired, whose data
-/// names another token (a decoy): the sweep deletes the labelled Secret it
-/// listed, and never the other token its data names, which stays untouched.
+/// Secrets labelled as the config's tokens, expired: the sweep deletes
+/// the one shaped as the host makes a token (its type, named for the token
+/// its data holds), and leaves alone a decoy of another name whose data
+/// names someone else's token, a labelled Secret of another type, and that
+/// other token.
 #[tokio::test]
-async fn the_sweep_deletes_the_expired_secret_it_listed_never_the_token_its_data_names() {
+async fn the_sweep_deletes_only_expired_secrets_shaped_as_its_tokens_never_the_token_a_decoy_names()
+{
     let env = TestEnv::shared().await.unwrap();
     let stack = stack(env).await;
     let client = env.management().client().unwrap();
@@ -314,46 +317,58 @@ async fn the_sweep_deletes_the_expired_secret_it_listed_never_the_token_its_data
     let apis = Apis::new(&client, &ns);
     pool_of_one_without_a_token(stack, &client, workload, &ns, &apis, None).await;
     let uid = apis.configs.get("pool").await.unwrap().uid().unwrap();
+    let (past, future) = ("2000-01-01T00:00:00Z", "2099-01-01T00:00:00Z");
 
     // Someone else's token, unexpired and not labelled for the config.
     let victim_id = "vctm01";
     let victim = token_secret(
         &format!("bootstrap-token-{victim_id}"),
         victim_id,
-        "2099-01-01T00:00:00Z",
+        future,
         None,
     );
-    let victim = tokens
-        .create(&PostParams::default(), &victim)
+    // Labelled as the config's and expired: a decoy naming the victim, a
+    // Secret of another type, and one shaped as the host's own tokens.
+    let decoy = token_secret("decoy-token", victim_id, past, Some(&uid));
+    let mut opaque = token_secret("bootstrap-token-opq001", "opq001", past, Some(&uid));
+    opaque.type_ = Some("Opaque".into());
+    let expired = token_secret("bootstrap-token-exp001", "exp001", past, Some(&uid));
+    let mut left = Vec::new();
+    for secret in [victim, decoy, opaque] {
+        left.push(
+            tokens
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap(),
+        );
+    }
+    tokens
+        .create(&PostParams::default(), &expired)
         .await
         .unwrap();
-    // The decoy: labelled as the config's, expired, naming the victim.
-    let decoy = token_secret("decoy-token", victim_id, "2000-01-01T00:00:00Z", Some(&uid));
-    tokens.create(&PostParams::default(), &decoy).await.unwrap();
 
-    // The sweep ran: the decoy, listed under the config's label, is gone.
+    // The sweep ran: the expired token shaped as the host's is gone.
     wait_for(
         &tokens,
-        "decoy-token",
-        "the listed expired Secret is deleted",
+        "bootstrap-token-exp001",
+        "the expired token is deleted",
         |s| s.is_none(),
     )
     .await;
-    let kept = tokens
-        .get_opt(&victim.name_any())
-        .await
-        .unwrap()
-        .expect("the token the decoy names is kept");
-    assert_eq!(
-        kept.uid(),
-        victim.uid(),
-        "the same Secret, not one made again"
-    );
-    assert_eq!(
-        kept.resource_version(),
-        victim.resource_version(),
-        "not even changed"
-    );
+    for before in left {
+        let name = before.name_any();
+        let kept = tokens
+            .get_opt(&name)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name} is kept"));
+        assert_eq!(kept.uid(), before.uid(), "{name}: the same Secret");
+        assert_eq!(
+            kept.resource_version(),
+            before.resource_version(),
+            "{name}: not even changed"
+        );
+    }
 }
 
 /// A `bootstrap.kubernetes.io/token` Secret `name` for token `id`

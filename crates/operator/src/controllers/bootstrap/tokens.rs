@@ -227,9 +227,11 @@ pub async fn workload_client(ctx: &Context, pool: &MachinePool) -> Result<Option
 /// Token `id`'s Secret as the sweep found it: when it expires, its UID.
 type Current = (Timestamp, Option<String>);
 
-/// Deletes the expired tokens made for config `uid` (kube-controller-manager's
-/// token cleaner would too, where it runs); returns when token `id` expires
-/// if it is there unexpired, and the soonest expiry of all that are.
+/// Deletes the expired tokens made for config `uid` — Secrets labelled for
+/// it, of a token's type and named for the token they hold —
+/// (kube-controller-manager's token cleaner would too, where it runs);
+/// returns when token `id` expires if it is there unexpired, and the
+/// soonest expiry of all that are.
 async fn sweep(
     ctx: &Context,
     client: &Client,
@@ -254,16 +256,24 @@ async fn sweep(
             .and_then(|d| d.get("token-id"))
             .and_then(|v| String::from_utf8(v.0.clone()).ok())
             .unwrap_or_default();
+        // The label is anyone's to set: only a Secret shaped as the host
+        // makes its tokens (their type, named for the token its data
+        // holds) is looked after or deleted; any other is left alone.
+        if token.type_.as_deref() != Some(TOKEN_SECRET_TYPE)
+            || token.name_any() != secret_name(&token_id)
+        {
+            continue;
+        }
         match expiration(token) {
             Some(at) if at > now => {
                 next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
-                if token_id == id && token.name_any() == secret_name(id) {
+                if token_id == id {
                     current = Some((at, token.uid()));
                 }
             }
             _ => {
-                // The listed Secret itself, by its name and UID: never the
-                // one its data names, which may be another's.
+                // The listed Secret itself, by its UID: not one made again
+                // under its name since.
                 delete(client, &token.name_any(), token.uid()).await?;
                 tracing::info!(token_id = %token_id, "deleted an expired bootstrap token");
                 ctx.metrics.write(CONTROLLER, "bootstrap-token");
