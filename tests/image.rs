@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::Value;
 use testenv::clusterctl;
 use testenv::image::OperatorImage;
@@ -123,14 +123,9 @@ async fn the_image_is_reproducible_static_non_root_and_signed_in_a_registry() ->
     );
     let layers = manifest["layers"].as_array().context("layers")?;
     assert_eq!(layers.len(), 1, "one layer: {manifest}");
-    let layer_digest = layers[0]["digest"].as_str().context("a layer digest")?;
 
     // What the layer holds, as tar lists it: owner, mode and path.
-    let layer_path = image.layout.join("blobs/sha256").join(
-        layer_digest
-            .strip_prefix("sha256:")
-            .context("a sha256 layer")?,
-    );
+    let layer_path = layer_path(&image)?;
     let listing = Command::new("tar")
         .args(["--list", "--verbose", "--numeric-owner", "--gzip", "--file"])
         .arg(&layer_path)
@@ -185,15 +180,7 @@ async fn the_image_is_reproducible_static_non_root_and_signed_in_a_registry() ->
 
     // The binary: static, and it runs.
     let dir = tempfile::tempdir()?;
-    let extracted = Command::new("tar")
-        .args(["--extract", "--gzip", "--file"])
-        .arg(&layer_path)
-        .arg("--directory")
-        .arg(dir.path())
-        .arg("./capwasm")
-        .status()?;
-    assert!(extracted.success());
-    let binary = dir.path().join("capwasm");
+    let binary = extract_binary(&layer_path, dir.path())?;
     assert!(
         !is_dynamic(&std::fs::read(&binary)?)?,
         "the binary needs no loader or libc"
@@ -260,16 +247,9 @@ async fn a_release_ships_the_images_binary_as_its_cli_and_signs_its_sums_and_ima
     let cli = assets.join("capwasm-linux-amd64");
     let cli_bytes = std::fs::read(&cli)?;
     let dir = tempfile::tempdir()?;
-    let extracted = Command::new("tar")
-        .args(["--extract", "--gzip", "--file"])
-        .arg(layer_path(&image)?)
-        .arg("--directory")
-        .arg(dir.path())
-        .arg("./capwasm")
-        .status()?;
-    assert!(extracted.success());
+    let in_image = extract_binary(&layer_path(&image)?, dir.path())?;
     assert!(
-        cli_bytes == std::fs::read(dir.path().join("capwasm"))?,
+        cli_bytes == std::fs::read(in_image)?,
         "the CLI is the image's binary"
     );
     assert!(!is_dynamic(&cli_bytes)?);
@@ -338,6 +318,19 @@ async fn a_release_ships_the_images_binary_as_its_cli_and_signs_its_sums_and_ima
         "the operator's image by digest in the pushed repository"
     );
     Ok(())
+}
+
+/// `./capwasm` of `layer` extracted into `dir`; its path.
+fn extract_binary(layer: &Path, dir: &Path) -> Result<std::path::PathBuf> {
+    let extracted = Command::new("tar")
+        .args(["--extract", "--gzip", "--file"])
+        .arg(layer)
+        .arg("--directory")
+        .arg(dir)
+        .arg("./capwasm")
+        .status()?;
+    ensure!(extracted.success(), "tar could not extract ./capwasm");
+    Ok(dir.join("capwasm"))
 }
 
 /// The path of the image's one layer.

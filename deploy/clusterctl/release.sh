@@ -154,12 +154,12 @@ fi
 (cd "$assets" && LC_ALL=C sha256sum -- * >"$staging/SHA256SUMS" && mv "$staging/SHA256SUMS" SHA256SUMS)
 
 # Pushing and signing talk to a registry: a loopback one speaks plain HTTP.
-crane=() cosign=() registry_flags=() crane_flags=()
+crane="" cosign="" registry_flags=() crane_flags=()
 if [ -n "$push" ] || [ -n "$key" ]; then
-  cosign=("$("$repo/tests/cosign/build.sh")/cosign")
+  cosign="$("$repo/tests/cosign/build.sh")/cosign"
 fi
 if [ -n "$push" ]; then
-  crane=("$("$repo/tests/registry/build.sh")/crane")
+  crane="$("$repo/tests/registry/build.sh")/crane"
   case "${push%%/*}" in
     127.0.0.1:* | localhost:* | 127.0.0.1 | localhost)
       crane_flags=(--insecure)
@@ -168,19 +168,19 @@ if [ -n "$push" ]; then
   esac
 fi
 if [ -n "$key" ]; then
-  "${cosign[@]}" sign-blob --yes --key "$key" --tlog-upload=false \
+  "$cosign" sign-blob --yes --key "$key" --tlog-upload=false \
     --output-signature "$assets/SHA256SUMS.sig" "$assets/SHA256SUMS" >/dev/null ||
     fail "cosign could not sign SHA256SUMS with $key"
   chmod 0644 "$assets/SHA256SUMS.sig"
 fi
 if [ -n "$push" ]; then
-  "${crane[@]}" push "${crane_flags[@]}" "$layout" "$image" >/dev/null ||
+  "$crane" push "${crane_flags[@]}" "$layout" "$image" >/dev/null ||
     fail "crane could not push $layout to $image"
   if [ -n "$key" ]; then
-    "${cosign[@]}" sign --yes --key "$key" --tlog-upload=false "${registry_flags[@]}" "$image" ||
+    "$cosign" sign --yes --key "$key" --tlog-upload=false "${registry_flags[@]}" "$image" ||
       fail "cosign could not sign $image with $key"
   fi
-  "${crane[@]}" tag "${crane_flags[@]}" "$image" "$version" || fail "crane could not tag $image as $version"
+  "$crane" tag "${crane_flags[@]}" "$image" "$version" || fail "crane could not tag $image as $version"
   printf 'release: pushed %s%s, tagged %s\n' "$image" "${key:+ (signed)}" "$version" >&2
 fi
 

@@ -39,7 +39,7 @@ pub fn read(file: &str) -> Result<String> {
 /// # Errors
 ///
 /// If the text does not parse or an object is refused.
-pub async fn apply(client: &Client, text: &str) -> Result<Vec<kube::api::DynamicObject>> {
+pub async fn apply(client: &Client, text: &str) -> Result<()> {
     let objects = documents(text)?;
     crate::pods::apply_all(client, &objects, "kubectl").await?;
     let modules: Api<ProviderModule> = Api::all(client.clone());
@@ -49,7 +49,7 @@ pub async fn apply(client: &Client, text: &str) -> Result<Vec<kube::api::Dynamic
     {
         wait_for_module(&modules, &module.name_any(), "Ready").await;
     }
-    Ok(objects)
+    Ok(())
 }
 
 /// ConfigMap `name` of `namespace`, as `kubectl create configmap
