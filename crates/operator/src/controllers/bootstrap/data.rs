@@ -119,6 +119,7 @@ pub async fn generate(
     }
     let used = match (&workload, issued) {
         (Some(client), Some(issued)) if !matches!(called, Ok((_, true))) => {
+            // Gone or made again by someone else: either way not ours to use.
             tokens::delete(client, &tokens::secret_name(&issued.token.id), issued.uid).await?;
             None
         }

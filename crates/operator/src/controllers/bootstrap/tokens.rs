@@ -187,8 +187,9 @@ pub async fn issue(
 }
 
 /// Deletes token Secret `name`, and only the one of UID `uid`: a Secret
-/// made again under its name by someone else stays. Gone already is as good.
-pub async fn delete(client: &Client, name: &str, uid: Option<String>) -> Result<(), Error> {
+/// made again under its name by someone else stays. Gone already is as
+/// good; whether this call deleted it.
+pub async fn delete(client: &Client, name: &str, uid: Option<String>) -> Result<bool, Error> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid,
@@ -200,8 +201,8 @@ pub async fn delete(client: &Client, name: &str, uid: Option<String>) -> Result<
         .delete(name, &params)
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
         Err(source) => Err(write_error(
             "bootstrap token Secret",
             name.to_owned(),
@@ -274,9 +275,10 @@ async fn sweep(
             _ => {
                 // The listed Secret itself, by its UID: not one made again
                 // under its name since.
-                delete(client, &token.name_any(), token.uid()).await?;
-                tracing::info!(token_id = %token_id, "deleted an expired bootstrap token");
                 ctx.metrics.write(CONTROLLER, "bootstrap-token");
+                if delete(client, &token.name_any(), token.uid()).await? {
+                    tracing::info!(token_id = %token_id, "deleted an expired bootstrap token");
+                }
             }
         }
     }
