@@ -36,7 +36,7 @@ async fn inspect_describes_kubeadm_bootstrap_with_the_files_digest() {
     assert_exit(&output, 0);
     let d = json_stdout(&output);
     assert_eq!(d["world"], "bootstrap-provider");
-    assert_eq!(d["witPackage"], "capwasm:provider@0.1.1");
+    assert_eq!(d["witPackage"], "capwasm:provider@0.1.2");
     assert_eq!(d["name"], "kubeadm-bootstrap");
     assert_eq!(d["size"], bytes.len());
     assert_eq!(
@@ -45,14 +45,14 @@ async fn inspect_describes_kubeadm_bootstrap_with_the_files_digest() {
     );
     let exports = strings(&d["exports"]);
     assert!(
-        exports.contains(&"capwasm:provider/bootstrap@0.1.1"),
+        exports.contains(&"capwasm:provider/bootstrap@0.1.2"),
         "{exports:?}"
     );
     // The token may be left out: the host then makes one.
     assert_eq!(d["configSchema"]["required"], serde_json::json!(["mode"]));
     let imports = strings(&d["imports"]);
     assert!(
-        imports.contains(&"capwasm:provider/bootstrap-tokens@0.1.1"),
+        imports.contains(&"capwasm:provider/bootstrap-tokens@0.1.2"),
         "{imports:?}"
     );
 }
@@ -64,9 +64,9 @@ async fn inspect_prints_the_world_and_a_pretty_schema_for_people() {
     assert_exit(&output, 0);
     let text = stdout(&output);
     assert!(text.contains("world:    infrastructure-provider"), "{text}");
-    assert!(text.contains("wit:      capwasm:provider@0.1.1"), "{text}");
+    assert!(text.contains("wit:      capwasm:provider@0.1.2"), "{text}");
     assert!(
-        text.contains("  capwasm:provider/machine-pools@0.1.1"),
+        text.contains("  capwasm:provider/machine-pools@0.1.2"),
         "{text}"
     );
     assert!(
@@ -89,7 +89,7 @@ async fn inspect_refuses_components_the_operator_refuses_with_one_line() {
         ),
         (
             guest("testdata_unsupported_version.wasm"),
-            "this host supports capwasm:provider@0.1.1",
+            "this host supports capwasm:provider@0.1.2",
         ),
         (
             text_file,

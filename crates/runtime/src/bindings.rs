@@ -69,6 +69,7 @@ pub(crate) mod interfaces {
     pub(crate) use super::generated::bootstrap_world::exports::capwasm::provider::bootstrap::GuestIndices as Bootstrap;
     pub(crate) use super::generated::exports::capwasm::provider::clusters::GuestIndices as Clusters;
     pub(crate) use super::generated::exports::capwasm::provider::machine_pools::GuestIndices as MachinePools;
+    pub(crate) use super::generated::exports::capwasm::provider::pool_machines::GuestIndices as PoolMachines;
     pub(crate) use super::generated::exports::capwasm::provider::provider_ids::GuestIndices as ProviderIds;
     pub(crate) use super::generated::platform_world::exports::capwasm::platform::composition::GuestIndices as Composition;
 }
@@ -88,6 +89,11 @@ pub mod machine_pools {
     pub use super::generated::exports::capwasm::provider::machine_pools::{
         DeleteRequest, PoolState, ReconcileRequest,
     };
+}
+
+/// The pool-machines interface's request type (0.1.2 on).
+pub mod pool_machines {
+    pub use super::generated::exports::capwasm::provider::pool_machines::RemoveRequest;
 }
 
 /// The clusters interface's request and result types.

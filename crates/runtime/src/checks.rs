@@ -14,7 +14,7 @@ use super::bounds::{
 };
 use super::clusters::ClusterState;
 use super::machine_pools::PoolState;
-use super::types::{BootstrapData, BootstrapFormat, Instance};
+use super::types::{BootstrapData, BootstrapFormat, Instance, InstanceState};
 
 /// A rule a result broke.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +51,21 @@ pub fn pool_state(state: &PoolState, replicas: u32) -> Result<(), Violation> {
         }
         if !instance.provider_id.is_empty() && !provider_ids.insert(instance.provider_id.as_str()) {
             return Err(violation("a providerID repeated", at("providerID")));
+        }
+    }
+    Ok(())
+}
+
+/// What a removal left: the pool within the bounds of the instances it
+/// had, and none of those it was asked to remove still up.
+pub fn removal(state: &PoolState, remove: &[String], had: &[Instance]) -> Result<(), Violation> {
+    pool_state(state, u32::try_from(had.len()).unwrap_or(u32::MAX))?;
+    for (i, instance) in state.instances.iter().enumerate() {
+        if remove.contains(&instance.id) && instance.state != InstanceState::Terminating {
+            return Err(violation(
+                "an instance it was asked to remove, not terminating",
+                format!("instances[{i}].state"),
+            ));
         }
     }
     Ok(())
@@ -190,7 +205,7 @@ fn printable(text: &str, max: usize) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Address, AddressType, InstanceState};
+    use crate::types::{Address, AddressType};
 
     fn instance(id: &str, provider_id: &str) -> Instance {
         Instance {
@@ -209,6 +224,23 @@ mod tests {
             ready: true,
             requeue_after_seconds: None,
         }
+    }
+
+    #[test]
+    fn a_removal_leaves_no_instance_it_was_asked_to_remove_up() {
+        let had = vec![instance("a", "sim://r/a"), instance("b", "sim://r/b")];
+        let remove = ["b".to_owned()];
+        let mut going = had.clone();
+        going[1].state = InstanceState::Terminating;
+        assert_eq!(removal(&pool(going), &remove, &had), Ok(()));
+        assert_eq!(removal(&pool(had[..1].to_vec()), &remove, &had), Ok(()));
+        let refused = removal(&pool(had.clone()), &remove, &had);
+        assert_eq!(
+            refused.map_err(|v| v.field),
+            Err("instances[1].state".to_owned())
+        );
+        let many: Vec<_> = (0..15).map(|i| instance(&format!("i-{i}"), "")).collect();
+        assert!(removal(&pool(many), &remove, &had).is_err());
     }
 
     #[test]

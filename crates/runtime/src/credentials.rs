@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::bindings::{bootstrap, clusters, machine_pools, types::Credential};
+use super::bindings::{bootstrap, clusters, machine_pools, pool_machines, types::Credential};
 use super::host::auth::Keys;
 use super::limits::Capabilities;
 
@@ -33,7 +33,8 @@ credentialed!(
     bootstrap::GenerateRequest,
     clusters::ClusterRequest,
     machine_pools::ReconcileRequest,
-    machine_pools::DeleteRequest
+    machine_pools::DeleteRequest,
+    pool_machines::RemoveRequest
 );
 
 /// The request as the guest may see it, and the keys the host keeps.

@@ -14,7 +14,7 @@ use super::provider::{Callee, InfrastructureExports, WorldExports};
 use super::runtime::Runtime;
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
-use super::{CallError, bootstrap, checks, clusters, machine_pools};
+use super::{CallError, bootstrap, checks, clusters, machine_pools, pool_machines};
 
 impl Runtime {
     /// What `provider` says of itself (every world exports it).
@@ -127,6 +127,39 @@ impl Runtime {
                     .await
             },
             |_, _| Ok(()),
+        )
+        .await
+    }
+
+    /// `pool-machines.remove` of `provider` (0.1.2 on): the pool with the
+    /// instances asked for terminating or gone ([`checks::removal`]). A
+    /// component without the export fails the call as not implementing it.
+    pub async fn remove_instances(
+        &self,
+        provider: &str,
+        request: &pool_machines::RemoveRequest,
+    ) -> Result<machine_pools::PoolState, CallError> {
+        let served = Served {
+            provider,
+            uid: &request.pool.uid,
+            tenant: &request.pool.namespace,
+            export: "pool-machines.remove",
+        };
+        self.served(
+            served,
+            request,
+            async |store, i, x, request| {
+                let Some(pool_machines) = &x.pool_machines else {
+                    return Err(wasmtime::format_err!(
+                        "the component does not export capwasm:provider/pool-machines"
+                    ));
+                };
+                pool_machines
+                    .load(&mut *store, i)?
+                    .call_remove(store, request)
+                    .await
+            },
+            |state, request| checks::removal(state, &request.remove, &request.instances),
         )
         .await
     }

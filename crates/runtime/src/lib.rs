@@ -44,7 +44,9 @@ pub mod text;
 mod world;
 
 pub use bindings::types;
-pub use bindings::{bootstrap, bootstrap_tokens, clusters, composition, machine_pools};
+pub use bindings::{
+    bootstrap, bootstrap_tokens, clusters, composition, machine_pools, pool_machines,
+};
 pub use cache::PrecompiledCache;
 pub use composed::ObjectKind;
 pub use error::{CallError, Error, Wall, Whose};
@@ -61,7 +63,7 @@ pub use world::World;
 
 /// The WIT package version this host implements. Components built against
 /// another major (for 0.x: another minor) version are refused.
-pub const WIT_PACKAGE: &str = "capwasm:provider@0.1.1";
+pub const WIT_PACKAGE: &str = "capwasm:provider@0.1.2";
 
 /// The WIT package of the platform world, versioned on its own so that
 /// adding it changed nothing for components of `capwasm:provider`.

@@ -20,6 +20,18 @@ use super::world::World;
 /// The host interface handing a call its bootstrap token, unversioned.
 const BOOTSTRAP_TOKENS_INTERFACE: &str = "capwasm:provider/bootstrap-tokens";
 
+/// The export removing chosen instances, unversioned.
+const POOL_MACHINES_INTERFACE: &str = "capwasm:provider/pool-machines";
+
+/// Whether `instance`'s component exports `interface` (any version).
+fn exports_interface(instance: &InstancePre<CallState>, interface: &str) -> bool {
+    let component = instance.component();
+    component
+        .component_type()
+        .exports(component.engine())
+        .any(|(name, _)| name.split('@').next() == Some(interface))
+}
+
 /// A provider ready to be called. Immutable.
 pub struct LoadedProvider {
     pub(crate) name: Arc<str>,
@@ -84,6 +96,8 @@ pub(crate) struct InfrastructureExports {
     pub(crate) machine_pools: interfaces::MachinePools,
     pub(crate) clusters: interfaces::Clusters,
     pub(crate) provider_ids: interfaces::ProviderIds,
+    /// None for a component built before 0.1.2.
+    pub(crate) pool_machines: Option<interfaces::PoolMachines>,
 }
 
 impl ProviderPre {
@@ -102,6 +116,10 @@ impl ProviderPre {
                 machine_pools: interfaces::MachinePools::new(&instance)?,
                 clusters: interfaces::Clusters::new(&instance)?,
                 provider_ids: interfaces::ProviderIds::new(&instance)?,
+                // Optional, but an export of that name must have its type.
+                pool_machines: exports_interface(&instance, POOL_MACHINES_INTERFACE)
+                    .then(|| interfaces::PoolMachines::new(&instance))
+                    .transpose()?,
             }),
             World::Platform => WorldExports::Platform(interfaces::Composition::new(&instance)?),
         };
@@ -142,7 +160,7 @@ impl LoadedProvider {
         }
     }
 
-    /// What the component exports, by name (`info`, `capwasm:provider/bootstrap@0.1.1`, ...).
+    /// What the component exports, by name (`info`, `capwasm:provider/bootstrap@0.1.2`, ...).
     pub fn exports(&self) -> Vec<String> {
         let component = self.pre.instance.component();
         component
@@ -160,7 +178,17 @@ impl LoadedProvider {
             .any(|name| name.split('@').next() == Some(BOOTSTRAP_TOKENS_INTERFACE))
     }
 
-    /// What the component imports, by name (`capwasm:provider/log@0.1.1`, `wasi:http/...`).
+    /// Whether the component exports `pool-machines` (0.1.2 on): only then
+    /// are its pools' instances shown as Machines, which it removes one by
+    /// one.
+    pub fn removes_instances(&self) -> bool {
+        matches!(
+            &self.pre.world,
+            WorldExports::Infrastructure(exports) if exports.pool_machines.is_some()
+        )
+    }
+
+    /// What the component imports, by name (`capwasm:provider/log@0.1.2`, `wasi:http/...`).
     pub fn imports(&self) -> Vec<String> {
         let component = self.pre.instance.component();
         component

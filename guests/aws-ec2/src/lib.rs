@@ -26,7 +26,7 @@ mod tags;
 
 use capwasm_provider_sdk::infrastructure::{
     ClusterRequest, ClusterState, InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest,
-    PoolState,
+    PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
@@ -137,6 +137,37 @@ impl InfrastructureProvider for AwsEc2 {
             pool.terminating(&surplus);
         }
         Ok(pool.state(request.replicas, POLL_SECONDS))
+    }
+
+    fn remove_instances(request: PoolRemoveRequest) -> Result<PoolState, ProviderError> {
+        let config = config::parse(&request.config)?;
+        let client = client(&config);
+        let key = &request.idempotency_key;
+        // Listed by the pool's tag: an id of another pool is never found.
+        let mut pool = Pool::new(key, instances::list(&client, tags::POOL, key)?);
+        let removing: Vec<String> = pool
+            .all_active()
+            .into_iter()
+            .filter(|id| request.remove.contains(id))
+            .collect();
+        if !removing.is_empty() {
+            instances::terminate(&client, &removing)?;
+            for id in &removing {
+                log::info(
+                    "terminating the instance whose Machine was deleted",
+                    &[
+                        (
+                            "pool",
+                            &format!("{}/{}", request.pool.namespace, request.pool.name),
+                        ),
+                        ("instance", id),
+                    ],
+                );
+            }
+            pool.terminating(&removing);
+        }
+        let left = u32::try_from(pool.all_active().len()).unwrap_or(u32::MAX);
+        Ok(pool.state(left, POLL_SECONDS))
     }
 
     fn delete_machine_pool(request: PoolDeleteRequest) -> Result<DeleteOutcome, ProviderError> {

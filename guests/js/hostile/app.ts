@@ -4,7 +4,7 @@
 // API for one.) The JS provider tests check that each is contained with the
 // right typed error.
 
-import type * as World from 'capwasm:provider/bootstrap-provider@0.1.1';
+import type * as World from 'capwasm:provider/bootstrap-provider@0.1.2';
 
 import { providerCall } from '../sdk/exports.ts';
 

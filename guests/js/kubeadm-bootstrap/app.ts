@@ -1,8 +1,8 @@
 // The kubeadm bootstrap provider in TypeScript: the same config schema and
 // the same cloud-config as the Rust `kubeadm-bootstrap`, on componentize-js.
 
-import type * as World from 'capwasm:provider/bootstrap-provider@0.1.1';
-import { joinToken } from 'capwasm:provider/bootstrap-tokens@0.1.1';
+import type * as World from 'capwasm:provider/bootstrap-provider@0.1.2';
+import { joinToken } from 'capwasm:provider/bootstrap-tokens@0.1.2';
 
 import { providerCall } from '../sdk/exports.ts';
 import { log } from '../sdk/log.ts';

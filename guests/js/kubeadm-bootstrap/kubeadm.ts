@@ -3,7 +3,7 @@
 // rendered from it. app.ts wires these to the WIT exports; the unit tests
 // run them under Node.
 
-import type { ClusterInfo } from 'capwasm:provider/types@0.1.1';
+import type { ClusterInfo } from 'capwasm:provider/types@0.1.2';
 
 import {
   InvalidConfig, ROOT, RetryAfter, Terminal, byCodePoint, oneOf, parseObject, string, stringMap, strings,

@@ -5,7 +5,7 @@
 // (`providerCall`), `log.ts` and `http.ts` (the infrastructure world only).
 // A provider is bundled with the modules it imports into one.
 
-import type { ProviderError } from 'capwasm:provider/types@0.1.1';
+import type { ProviderError } from 'capwasm:provider/types@0.1.2';
 
 // === failures ===
 

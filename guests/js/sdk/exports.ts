@@ -1,6 +1,6 @@
 // Glue between a provider's functions and its WIT exports.
 
-import { log } from 'capwasm:provider/log@0.1.1';
+import { log } from 'capwasm:provider/log@0.1.2';
 
 import { ProviderFailure } from './capwasm-provider.ts';
 

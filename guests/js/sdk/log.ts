@@ -1,7 +1,7 @@
 // Structured logging into the host's log (capwasm:provider/log), which
 // both worlds import.
 
-import { log as hostLog, type Level } from 'capwasm:provider/log@0.1.1';
+import { log as hostLog, type Level } from 'capwasm:provider/log@0.1.2';
 
 /** Field values are written with `String()`. */
 export type Fields = Record<string, unknown>;

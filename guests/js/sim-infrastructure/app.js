@@ -164,6 +164,22 @@ class Pool {
   terminating(id) {
     for (const m of this.members) if (m.instance.id === id) m.instance = { ...m.instance, state: 'terminating' };
   }
+  // Of `ids`, those the cloud lists as active, to terminate.
+  activeOf(ids) {
+    return this.members.filter((m) => active(m) && ids.includes(m.instance.id)).map((m) => m.instance.id);
+  }
+  // The pool for the host: ready when exactly `desired` are active and all run.
+  state(desired, c) {
+    this.members.sort(order);
+    const running = this.members.filter(active);
+    const ready = running.length === desired && running.every((m) => m.instance.state === 'running');
+    const settled = ready && this.members.every(active);
+    return {
+      instances: this.members.map((m) => toInstance(this.key, m, c)),
+      ready,
+      requeueAfterSeconds: settled ? undefined : c.pollSeconds,
+    };
+  }
 }
 
 function toInstance(key, member, c) {
@@ -227,15 +243,7 @@ export const machinePools = {
       log.info('terminating surplus instance', { pool: name, instance: id });
       pool.terminating(id);
     }
-    pool.members.sort(order);
-    const running = pool.members.filter(active);
-    const ready = running.length === r.replicas && running.every((m) => m.instance.state === 'running');
-    const settled = ready && pool.members.every(active);
-    return {
-      instances: pool.members.map((m) => toInstance(key, m, c)),
-      ready,
-      requeueAfterSeconds: settled ? undefined : c.pollSeconds,
-    };
+    return pool.state(r.replicas, c);
   }),
   delete: providerCall((r) => {
     const c = parseConfig(r.config);
@@ -250,6 +258,21 @@ export const machinePools = {
       }
     }
     return { tag: 'in-progress', val: c.pollSeconds };
+  }),
+};
+
+export const poolMachines = {
+  remove: providerCall((r) => {
+    const c = parseConfig(r.config);
+    const client = new Client(c, r.credentials);
+    const name = poolName(r.pool);
+    const pool = new Pool(r.idempotencyKey, r.instances, client.list(name));
+    for (const id of pool.activeOf(r.remove)) {
+      client.delete(id);
+      log.info('terminating the instance whose Machine was deleted', { pool: name, instance: id });
+      pool.terminating(id);
+    }
+    return pool.state(pool.members.filter(active).length, c);
   }),
 };
 

@@ -7,7 +7,7 @@ import base64
 import os
 
 import wit_world
-from wit_world.exports import clusters, machine_pools
+from wit_world.exports import clusters, machine_pools, pool_machines
 from wit_world.imports import capwasm_provider_types as types
 
 from capwasm_provider import exports, http, log
@@ -183,6 +183,27 @@ class MachinePools(wit_world.exports.MachinePools):
                 client.delete(instance["id"])
                 log.info("terminating instance", pool=pool_name, instance=instance["id"])
         return types.DeleteOutcome_InProgress(c.poll_seconds)
+
+
+class PoolMachines(wit_world.exports.PoolMachines):
+    @exports.provider_call
+    def remove(self, request: pool_machines.RemoveRequest) -> machine_pools.PoolState:
+        c = sim.parse(request.config)
+        client = Client(c, request.credentials)
+        pool_name = _pool_name(request.pool)
+        key = request.idempotency_key
+        recorded = [(i.id, i.request_token) for i in request.instances]
+        pool = sim.Pool(key, recorded, client.list(pool_name))
+        for instance_id in pool.active_of(request.remove):
+            client.delete(instance_id)
+            log.info("terminating the instance whose Machine was deleted", pool=pool_name, instance=instance_id)
+            pool.terminating(instance_id)
+        members, ready, requeue = pool.state(pool.active_count(), c.poll_seconds)
+        return machine_pools.PoolState(
+            instances=[_to_instance(key, m, c) for m in members],
+            ready=ready,
+            requeue_after_seconds=requeue,
+        )
 
 
 class Clusters(wit_world.exports.Clusters):

@@ -187,6 +187,14 @@ class Pool:
             Member(_ordinal_of(key, tokens.get(instance["id"])), instance) for instance in listed
         ]
 
+    def active_of(self, ids):
+        """Of ``ids``, those the cloud lists as active, to terminate."""
+        return [m.instance["id"] for m in self.members if m.active() and m.instance["id"] in ids]
+
+    def active_count(self):
+        """How many members are not terminating."""
+        return self._active_count()
+
     def _active_count(self):
         return sum(1 for m in self.members if m.active())
 

@@ -61,6 +61,17 @@ class Pool(unittest.TestCase):
         going = sim.Pool(KEY, [recorded("a", 0)], [listed("a"), listed("b", "terminating")])
         self.assertEqual(going.state(1, 7)[1:], (True, 7))
 
+    def test_only_listed_active_instances_are_removed(self):
+        pool = sim.Pool(
+            KEY,
+            [recorded("a", 0), recorded("b", 1)],
+            [listed("a"), listed("b"), listed("c", "terminating")],
+        )
+        self.assertEqual(pool.active_of(["b", "c", "gone"]), ["b"])
+        pool.terminating("b")
+        self.assertEqual(pool.active_count(), 1)
+        self.assertEqual(pool.state(1, 7)[1:], (True, 7))
+
     def test_tokens_of_other_keys_give_no_ordinal(self):
         pool = sim.Pool(KEY, [("a", "uid-12345-7"), ("b", "other-7")], [listed("a"), listed("b")])
         self.assertEqual([m.ordinal for m in pool.members], [None, None])

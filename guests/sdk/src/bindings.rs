@@ -29,8 +29,8 @@ pub mod bootstrap {
         export_macro_name: "export_bootstrap_world",
         default_bindings_module: "$crate::bindings::bootstrap",
         with: {
-            "capwasm:provider/types@0.1.1": crate::bindings::infrastructure::capwasm::provider::types,
-            "capwasm:provider/log@0.1.1": crate::bindings::infrastructure::capwasm::provider::log,
+            "capwasm:provider/types@0.1.2": crate::bindings::infrastructure::capwasm::provider::types,
+            "capwasm:provider/log@0.1.2": crate::bindings::infrastructure::capwasm::provider::log,
             "wasi:clocks/monotonic-clock@0.2.12": crate::bindings::infrastructure::wasi::clocks::monotonic_clock,
             "wasi:clocks/wall-clock@0.2.12": crate::bindings::infrastructure::wasi::clocks::wall_clock,
             "wasi:random/random@0.2.12": crate::bindings::infrastructure::wasi::random::random,
@@ -49,8 +49,8 @@ pub mod platform {
         export_macro_name: "export_platform_world",
         default_bindings_module: "$crate::bindings::platform",
         with: {
-            "capwasm:provider/types@0.1.1": crate::bindings::infrastructure::capwasm::provider::types,
-            "capwasm:provider/log@0.1.1": crate::bindings::infrastructure::capwasm::provider::log,
+            "capwasm:provider/types@0.1.2": crate::bindings::infrastructure::capwasm::provider::types,
+            "capwasm:provider/log@0.1.2": crate::bindings::infrastructure::capwasm::provider::log,
         },
     });
 }

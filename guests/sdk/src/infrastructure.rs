@@ -6,6 +6,7 @@ pub use crate::bindings::infrastructure::exports::capwasm::provider::clusters::{
 pub use crate::bindings::infrastructure::exports::capwasm::provider::machine_pools::{
     DeleteRequest as PoolDeleteRequest, PoolState, ReconcileRequest as PoolReconcileRequest,
 };
+pub use crate::bindings::infrastructure::exports::capwasm::provider::pool_machines::RemoveRequest as PoolRemoveRequest;
 
 use crate::prelude::*;
 use crate::types::{DeleteOutcome, Instance, ProviderError};
@@ -29,6 +30,15 @@ pub trait InfrastructureProvider {
     /// Removes every instance of a machine pool; returns
     /// [`DeleteOutcome::InProgress`] until they are gone.
     fn delete_machine_pool(request: PoolDeleteRequest) -> Result<DeleteOutcome, ProviderError>;
+
+    /// Starts removing exactly the instances `request.remove` names (each
+    /// one of `request.instances`) and returns the pool with them
+    /// terminating or gone. The host calls it when their Machines are
+    /// deleted, after draining their Nodes; it never asks `reconcile` for
+    /// fewer instances than the pool has, so every scale-down comes here.
+    /// Must be safe to repeat: an instance the cloud no longer lists is
+    /// removed already.
+    fn remove_instances(request: PoolRemoveRequest) -> Result<PoolState, ProviderError>;
 
     /// Whether a Node's providerID belongs to an instance of this provider.
     fn owns(provider_id: &str) -> bool;

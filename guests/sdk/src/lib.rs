@@ -215,6 +215,14 @@ macro_rules! export_infrastructure_provider {
                 }
             }
 
+            impl __wit::pool_machines::Guest for $ty {
+                fn remove(
+                    request: $crate::infrastructure::PoolRemoveRequest,
+                ) -> ::core::result::Result<$crate::infrastructure::PoolState, __Error> {
+                    <$ty as __Provider>::remove_instances(request)
+                }
+            }
+
             impl __wit::clusters::Guest for $ty {
                 fn reconcile(
                     request: $crate::infrastructure::ClusterRequest,

@@ -23,7 +23,7 @@ use alloc::collections::BTreeMap;
 
 use capwasm_provider_sdk::infrastructure::{
     ClusterRequest, ClusterState, FailureDomain, InfrastructureProvider, PoolDeleteRequest,
-    PoolReconcileRequest, PoolState,
+    PoolReconcileRequest, PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
@@ -166,6 +166,24 @@ impl InfrastructureProvider for SimInfrastructure {
             );
         }
         Ok(DeleteOutcome::InProgress(config.poll_seconds))
+    }
+
+    fn remove_instances(request: PoolRemoveRequest) -> Result<PoolState, ProviderError> {
+        let config = config::parse(&request.config)?;
+        let client = client(&config, &request.credentials);
+        let pool_name = pool_name(&request.pool);
+        let listed = client.list(&pool_name)?;
+        let mut pool = Pool::new(&request.idempotency_key, &request.instances, listed);
+        for id in pool.active_of(&request.remove) {
+            client.delete(&id)?;
+            log::info(
+                "terminating the instance whose Machine was deleted",
+                &[("pool", &pool_name), ("instance", &id)],
+            );
+            pool.terminating(&id);
+        }
+        let left = u32::try_from(pool.active_count()).unwrap_or(u32::MAX);
+        Ok(pool.state(left, config.poll_seconds, |id| config.provider_id(id)))
     }
 
     fn owns(provider_id: &str) -> bool {

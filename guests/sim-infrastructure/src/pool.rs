@@ -66,7 +66,17 @@ impl Pool {
         }
     }
 
-    fn active_count(&self) -> usize {
+    /// Of `ids`, those the cloud lists as active, to terminate.
+    pub fn active_of(&self, ids: &[String]) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.active() && ids.contains(&m.instance.id))
+            .map(|m| m.instance.id.clone())
+            .collect()
+    }
+
+    /// How many instances are not terminating.
+    pub fn active_count(&self) -> usize {
         self.members.iter().filter(|m| m.active()).count()
     }
 
@@ -311,6 +321,26 @@ mod tests {
         let state = shrinking.state(1, POLL, pid);
         assert!(state.ready);
         assert_eq!(state.requeue_after_seconds, Some(POLL));
+        assert_eq!(state.instances[1].state, InstanceState::Terminating);
+    }
+
+    #[test]
+    fn only_listed_active_instances_are_removed() {
+        let mut pool = Pool::new(
+            KEY,
+            &[recorded("a", 0), recorded("b", 1)],
+            vec![
+                sim("a", SimState::Running),
+                sim("b", SimState::Running),
+                sim("c", SimState::Terminating),
+            ],
+        );
+        let asked = ["b".to_owned(), "c".to_owned(), "gone".to_owned()];
+        assert_eq!(pool.active_of(&asked), vec!["b".to_owned()]);
+        pool.terminating("b");
+        assert_eq!(pool.active_count(), 1);
+        let state = pool.state(1, POLL, pid);
+        assert!(state.ready);
         assert_eq!(state.instances[1].state, InstanceState::Terminating);
     }
 

@@ -172,9 +172,9 @@ mod tests {
     fn wit_package_comes_from_a_versioned_capwasm_export() {
         let exports = [
             "info".to_owned(),
-            "capwasm:provider/bootstrap@0.1.1".to_owned(),
+            "capwasm:provider/bootstrap@0.1.2".to_owned(),
         ];
-        assert_eq!(wit_package(&exports), "capwasm:provider@0.1.1");
+        assert_eq!(wit_package(&exports), "capwasm:provider@0.1.2");
         assert_eq!(wit_package(&["info".to_owned()]), "");
         let platform = ["capwasm:platform/composition@0.1.0".to_owned()];
         assert_eq!(wit_package(&platform), "capwasm:platform@0.1.0");

@@ -16,6 +16,7 @@ use crate::report::error_chain;
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::{ClusterRequest, ClusterState};
 use crate::wasm::machine_pools::{DeleteRequest, PoolState, ReconcileRequest};
+use crate::wasm::pool_machines::RemoveRequest;
 use crate::wasm::types::{BootstrapData, DeleteOutcome, Instance, ProviderError, ProviderInfo};
 use crate::wasm::{
     self, CallError, Capabilities, Limits, LoadedProvider, PrecompiledCache, ProviderSource,
@@ -208,6 +209,11 @@ impl Provider<'_> {
     /// `machine-pools.delete`.
     pub async fn delete(&self, request: &DeleteRequest) -> Result<DeleteOutcome, CallError> {
         self.runtime.delete_pool(&self.name, request).await
+    }
+
+    /// `pool-machines.remove`.
+    pub async fn remove(&self, request: &RemoveRequest) -> Result<PoolState, CallError> {
+        self.runtime.remove_instances(&self.name, request).await
     }
 
     /// `clusters.reconcile`.

@@ -4,6 +4,7 @@
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
+use crate::wasm::pool_machines::RemoveRequest;
 use crate::wasm::types::{ApiEndpoint, BootstrapData, BootstrapFormat, ClusterInfo, ObjectRef};
 
 /// An object in namespace `default` with a UID derived from its name.
@@ -68,6 +69,25 @@ pub fn delete_pool(config: &str) -> DeleteRequest {
         cluster: cluster(),
         config: config.into(),
         instances: Vec::new(),
+        credentials: Vec::new(),
+    }
+}
+
+/// `pool-machines.remove` of `remove` from `pool-a` with `config`, whose
+/// instances the host recorded as `instances`.
+pub fn remove_instances(
+    config: &str,
+    remove: Vec<String>,
+    instances: Vec<crate::wasm::types::Instance>,
+) -> RemoveRequest {
+    let pool = object("pool-a");
+    RemoveRequest {
+        idempotency_key: pool.uid.clone(),
+        pool,
+        cluster: cluster(),
+        config: config.into(),
+        remove,
+        instances,
         credentials: Vec::new(),
     }
 }

@@ -16,13 +16,15 @@
 //! - `claim`: one running instance for each of `providerIDs` (a control
 //!   plane's, another cloud's): Nodes it never made;
 //! - `fine`: `replicas` running instances with providerIDs of its own.
+//!
+//! Whatever the mode, `remove` answers that every instance still runs.
 #![no_std]
 
 extern crate alloc;
 
 use capwasm_provider_sdk::config;
 use capwasm_provider_sdk::infrastructure::{
-    InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest, PoolState,
+    InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest, PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{
@@ -107,6 +109,19 @@ impl InfrastructureProvider for BadResults {
             }
             _ => (0..request.replicas).map(|i| own(i, pool)).collect(),
         };
+        Ok(PoolState {
+            instances,
+            ready: true,
+            requeue_after_seconds: None,
+        })
+    }
+
+    /// Says it removed nothing: every instance as it was, running.
+    fn remove_instances(request: PoolRemoveRequest) -> Result<PoolState, ProviderError> {
+        let mut instances = request.instances;
+        for one in &mut instances {
+            one.state = InstanceState::Running;
+        }
         Ok(PoolState {
             instances,
             ready: true,

@@ -19,7 +19,7 @@ use capwasm_provider_sdk::config;
 use capwasm_provider_sdk::http::Request;
 use capwasm_provider_sdk::infrastructure::{
     ClusterRequest, ClusterState, InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest,
-    PoolState,
+    PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{DeleteOutcome, ProviderError};
@@ -114,6 +114,10 @@ impl InfrastructureProvider for CredentialDump {
 
     fn reconcile_machine_pool(_request: PoolReconcileRequest) -> Result<PoolState, ProviderError> {
         Err(ProviderError::terminal("NotAPool", "this guest only dumps"))
+    }
+
+    fn remove_instances(_request: PoolRemoveRequest) -> Result<PoolState, ProviderError> {
+        Err(ProviderError::terminal("Unsupported", "it removes nothing"))
     }
 
     fn delete_machine_pool(_request: PoolDeleteRequest) -> Result<DeleteOutcome, ProviderError> {

@@ -16,7 +16,7 @@ use capwasm_provider_sdk::config;
 use capwasm_provider_sdk::http::Request;
 use capwasm_provider_sdk::infrastructure::{
     ClusterRequest, ClusterState, InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest,
-    PoolState,
+    PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
@@ -64,6 +64,10 @@ impl InfrastructureProvider for ForbiddenHttp {
     }
 
     fn reconcile_machine_pool(request: PoolReconcileRequest) -> Result<PoolState, ProviderError> {
+        Err(probe(&request.config))
+    }
+
+    fn remove_instances(request: PoolRemoveRequest) -> Result<PoolState, ProviderError> {
         Err(probe(&request.config))
     }
 

@@ -19,7 +19,7 @@ use capwasm_provider_sdk::bindings::infrastructure::wasi::http::types::{
 use capwasm_provider_sdk::config;
 use capwasm_provider_sdk::http::Request;
 use capwasm_provider_sdk::infrastructure::{
-    InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest, PoolState,
+    InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest, PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{DeleteOutcome, ProviderError};
@@ -153,6 +153,10 @@ impl InfrastructureProvider for HttpFlood {
     fn reconcile_machine_pool(request: PoolReconcileRequest) -> Result<PoolState, ProviderError> {
         let config: Config = config::parse(&request.config)?;
         Err(flood(&config))
+    }
+
+    fn remove_instances(_request: PoolRemoveRequest) -> Result<PoolState, ProviderError> {
+        Err(ProviderError::terminal("Unsupported", "it removes nothing"))
     }
 
     fn delete_machine_pool(_request: PoolDeleteRequest) -> Result<DeleteOutcome, ProviderError> {

@@ -182,6 +182,88 @@ pub async fn scale_down_terminates_the_highest_ordinals(subject: &Subject) -> Re
     Ok(())
 }
 
+/// Removing the instance of ordinal 1 from 3 terminates that one alone,
+/// whatever the replicas were; repeating it terminates nothing more; the
+/// next reconcile for 3 creates one with a new ordinal, the removed one
+/// still listed.
+pub async fn remove_terminates_exactly_the_instances_asked_for(
+    subject: &Subject,
+) -> Result<(), Failure> {
+    let (running, provider, mut request) = pool_on_cloud(
+        subject,
+        Settings {
+            termination_delay: Duration::from_secs(600),
+            ..instant()
+        },
+        3,
+    )
+    .await?;
+    let three = provider.reconcile(&request).await?;
+    let chosen = three
+        .instances
+        .iter()
+        .find(|i| i.request_token.as_deref() == Some(token(1).as_str()))
+        .map(|i| i.id.clone())
+        .ok_or_else(|| {
+            Failure::Expected(format!("no instance of ordinal 1: {:?}", three.instances))
+        })?;
+    let config = config(&running.endpoint());
+    let remove = requests::remove_instances(&config, vec![chosen.clone()], three.instances.clone());
+    let two = provider.remove(&remove).await?;
+
+    let states = || {
+        running
+            .cloud()
+            .instances_of(POOL)
+            .into_iter()
+            .map(|r| (r.instance.id, r.instance.state))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    for instance in &three.instances {
+        let expected = if instance.id == chosen {
+            InstanceState::Terminating
+        } else {
+            InstanceState::Running
+        };
+        ensure_eq!(
+            states().get(&instance.id).copied(),
+            Some(expected),
+            "instance {}",
+            instance.id
+        );
+    }
+    let reported = two.instances.iter().find(|i| i.id == chosen);
+    ensure!(
+        reported.is_none_or(|i| matches!(i.state, types::InstanceState::Terminating)),
+        "the removed instance is reported as {reported:?}"
+    );
+    ensure!(
+        two.ready,
+        "the pool of its two running instances is not ready"
+    );
+
+    let remove = requests::remove_instances(&config, vec![chosen.clone()], two.instances.clone());
+    let again = provider.remove(&remove).await?;
+    ensure_eq!(ids(&again), ids(&two), "instances after a repeated remove");
+    ensure_eq!(running.cloud().total_creations(), 3, "instances created");
+
+    request.instances = again.instances;
+    let refilled = provider.reconcile(&request).await?;
+    let active = refilled
+        .instances
+        .iter()
+        .filter(|i| !matches!(i.state, types::InstanceState::Terminating))
+        .count();
+    ensure_eq!(active, 3, "instances up after reconciling for 3 again");
+    ensure_eq!(running.cloud().total_creations(), 4, "instances created");
+    ensure_eq!(
+        states().get(&chosen).copied(),
+        Some(InstanceState::Terminating),
+        "the removed instance"
+    );
+    Ok(())
+}
+
 /// Deleting a pool is in progress while the cloud has any of its
 /// instances, and done once it has none.
 pub async fn delete_is_done_once_the_cloud_has_no_instance_of_the_pool(

@@ -39,6 +39,7 @@ macro_rules! infrastructure_scenarios {
             reconcile_creates_nothing_when_repeated_with_the_recorded_instances,
             reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances,
             scale_down_terminates_the_highest_ordinals,
+            remove_terminates_exactly_the_instances_asked_for,
             delete_is_done_once_the_cloud_has_no_instance_of_the_pool,
             cloud_requires_the_bearer_token_from_credentials_when_configured,
             reconcile_asks_to_retry_when_bootstrap_data_is_missing,
