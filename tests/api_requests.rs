@@ -25,11 +25,12 @@ const REST: Duration = Duration::from_secs(10);
 
 /// The kinds the operator watches: reading one from the server is a read
 /// its cache should have served.
-const WATCHED: [&str; 6] = [
+const WATCHED: [&str; 7] = [
     "clusters",
     "machinepools",
     "wasmbootstrapconfigs",
     "wasmmachinepools",
+    "wasmmachines",
     "wasmclusters",
     "providermodules",
 ];

@@ -462,6 +462,7 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
     for (group, resource) in [
         ("bootstrap.cluster.x-k8s.io", "wasmbootstrapconfigs"),
         ("infrastructure.cluster.x-k8s.io", "wasmmachinepools"),
+        ("infrastructure.cluster.x-k8s.io", "wasmmachines"),
         ("infrastructure.cluster.x-k8s.io", "wasmclusters"),
     ] {
         let granted: BTreeSet<&str> = aggregated
@@ -1092,6 +1093,7 @@ async fn an_operator_without_permissions_counts_its_failed_watches() {
         "providermodules",
         "wasmbootstrapconfigs",
         "wasmmachinepools",
+        "wasmmachines",
         "wasmclusters",
         "secrets",
         "configmaps",

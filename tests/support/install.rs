@@ -31,6 +31,7 @@ pub fn provider_crds() -> Vec<PathBuf> {
         "bootstrap.cluster.x-k8s.io_wasmbootstrapconfigs.yaml",
         "infrastructure.cluster.x-k8s.io_wasmclusters.yaml",
         "infrastructure.cluster.x-k8s.io_wasmmachinepools.yaml",
+        "infrastructure.cluster.x-k8s.io_wasmmachines.yaml",
         "runtime.capwasm.dev_providermodules.yaml",
         "platform.capwasm.dev_platformclusters.yaml",
         "platform.capwasm.dev_clustertemplates.yaml",

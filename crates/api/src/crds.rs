@@ -16,7 +16,7 @@ use kube::core::crd::{MergeError, merge_crds};
 
 use super::{
     Cluster, ClusterTemplate, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig,
-    WasmCluster, WasmMachinePool, v1beta1,
+    WasmCluster, WasmMachine, WasmMachinePool, v1beta1,
 };
 
 /// Where the API server sends the `ConversionReview`s of Cluster and MachinePool.
@@ -170,6 +170,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         MachinePool::crd(),
         WasmBootstrapConfig::crd(),
         WasmMachinePool::crd(),
+        WasmMachine::crd(),
         WasmCluster::crd(),
         ProviderModule::crd(),
         PlatformCluster::crd(),

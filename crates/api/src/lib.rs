@@ -12,6 +12,7 @@
 pub mod cluster;
 pub mod conditions;
 mod crds;
+pub mod machine;
 pub mod machinepool;
 pub mod platform;
 pub mod provider;
@@ -30,6 +31,7 @@ pub use crds::{
     installed_webhook, kustomization as crds_kustomization, published as published_crds,
     to_yaml as crds_yaml, with_conversion_webhook, with_v1beta1 as crds_with_v1beta1,
 };
+pub use machine::WasmMachine;
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
 pub use platform::{ClusterTemplate, PlatformCluster};
 pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
@@ -46,6 +48,9 @@ pub const CLUSTER_API_VERSION: &str = "cluster.x-k8s.io/v1beta2";
 pub mod labels {
     /// The Cluster an object belongs to (on MachinePools, provider objects, Secrets).
     pub const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+    /// The MachinePool a Machine or InfraMachine belongs to, as
+    /// [`crate::machine::pool_name_label`] writes its name.
+    pub const POOL_NAME: &str = "cluster.x-k8s.io/pool-name";
     /// On a CRD: which of its versions implement the v1beta1 provider contract (`v1alpha1_v1beta1`).
     pub const CONTRACT_V1BETA1: &str = "cluster.x-k8s.io/v1beta1";
     /// On a CRD: which of its versions implement the v1beta2 provider contract.
@@ -54,6 +59,8 @@ pub mod labels {
 
 /// Annotations of the Cluster API contract.
 pub mod annotations {
+    /// On a Machine: delete it first when its pool scales down.
+    pub const DELETE_MACHINE: &str = "cluster.x-k8s.io/delete-machine";
     /// Present (any value): the object is paused.
     pub const PAUSED: &str = "cluster.x-k8s.io/paused";
     /// Present with any value but `"false"`: an external autoscaler owns the replica count.

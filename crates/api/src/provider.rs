@@ -191,6 +191,11 @@ pub struct WasmMachinePoolStatus {
     /// Instances the pool has (terminating ones excluded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// `WasmMachine` while the provider removes instances one by one: each
+    /// instance is then a WasmMachine, and core makes a Machine of each
+    /// (the contract for MachinePool Machines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_machine_kind: Option<String>,
     /// The instances as the provider last reported them; handed back to it on the next call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10000))]

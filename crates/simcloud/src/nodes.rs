@@ -191,8 +191,49 @@ fn node(record: &InstanceRecord) -> Node {
     }
 }
 
+/// The conditions a healthy kubelet posts: Ready, and no pressure of
+/// memory, disk or process ids (Cluster API's Machine reads all four).
+fn kubelet_conditions(now: &Time) -> Vec<NodeCondition> {
+    [
+        (
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        ),
+        (
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        (
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        ),
+        (
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
+    ]
+    .into_iter()
+    .map(|(type_, status, reason, message)| NodeCondition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    })
+    .collect()
+}
+
 /// The status a kubelet on `record` posts: its addresses, its version when
-/// the image has one, and Ready.
+/// the image has one, and a healthy kubelet's conditions.
 fn ready_status(record: &InstanceRecord) -> Node {
     let instance = &record.instance;
     let now = Time(Timestamp::now());
@@ -216,14 +257,7 @@ fn ready_status(record: &InstanceRecord) -> Node {
         spec: None,
         status: Some(NodeStatus {
             addresses: Some(addresses),
-            conditions: Some(vec![NodeCondition {
-                type_: "Ready".to_owned(),
-                status: "True".to_owned(),
-                reason: Some("KubeletReady".to_owned()),
-                message: Some("kubelet is posting ready status".to_owned()),
-                last_heartbeat_time: Some(now.clone()),
-                last_transition_time: Some(now),
-            }]),
+            conditions: Some(kubelet_conditions(&now)),
             node_info: record.kubernetes_version.as_ref().map(|version| {
                 // A kubelet reports its version with the v.
                 let version = format!("v{}", version.strip_prefix('v').unwrap_or(version));
@@ -292,16 +326,24 @@ mod tests {
     }
 
     #[test]
-    fn ready_status_has_only_status_and_a_true_ready_condition() {
+    fn ready_status_has_only_status_ready_and_no_pressure() {
         let status = ready_status(&record());
         assert!(status.spec.is_none());
         assert!(status.metadata.labels.is_none());
         let status = status.status.unwrap_or_default();
         let conditions = status.conditions.unwrap_or_default();
-        assert_eq!(conditions.len(), 1);
+        let posted: Vec<_> = conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str()))
+            .collect();
         assert_eq!(
-            (conditions[0].type_.as_str(), conditions[0].status.as_str()),
-            ("Ready", "True")
+            posted,
+            [
+                ("Ready", "True"),
+                ("MemoryPressure", "False"),
+                ("DiskPressure", "False"),
+                ("PIDPressure", "False")
+            ]
         );
         assert_eq!(status.addresses.map(|a| a.len()), Some(2));
         let info = status.node_info.unwrap_or_default();

@@ -18,7 +18,9 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use sha2::{Digest as _, Sha256};
 
-use crate::api::{Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachinePool, labels};
+use crate::api::{
+    Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool, labels,
+};
 
 /// Which share of the fleet this process reconciles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,6 +177,7 @@ macro_rules! labelled {
 }
 
 labelled!(
+    WasmMachine,
     WasmBootstrapConfig,
     WasmMachinePool,
     WasmCluster,

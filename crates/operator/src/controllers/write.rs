@@ -171,6 +171,7 @@ namespaced!(
     crate::api::MachinePool,
     crate::api::WasmBootstrapConfig,
     crate::api::WasmMachinePool,
+    crate::api::WasmMachine,
     crate::api::WasmCluster,
     crate::api::PlatformCluster
 );

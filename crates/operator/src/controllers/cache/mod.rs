@@ -34,7 +34,7 @@ use super::metrics::Metrics;
 use super::shard::{OfCluster, Shard};
 use crate::api::{
     Cluster, ClusterTemplate, ContractVersionedObjectReference, MachinePool, PlatformCluster,
-    ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachinePool, labels,
+    ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool, labels,
 };
 
 /// Every cache the controllers read.
@@ -49,6 +49,8 @@ pub struct Caches {
     pub infra_pools: Cache<WasmMachinePool>,
     /// WasmClusters.
     pub infra_clusters: Cache<WasmCluster>,
+    /// WasmMachines.
+    pub infra_machines: Cache<WasmMachine>,
     /// ProviderModules.
     pub modules: Cache<ProviderModule>,
     /// PlatformClusters.
@@ -76,6 +78,8 @@ pub struct Caches {
     pub configs_by_cluster: Index<WasmBootstrapConfig>,
     /// WasmMachinePools by `<namespace>/<cluster-name label>`.
     pub infra_pools_by_cluster: Index<WasmMachinePool>,
+    /// WasmMachines by `<namespace>/<name>` of the WasmMachinePool owning them.
+    pub infra_machines_by_pool: Index<WasmMachine>,
     /// The shard whose objects the caches of a Cluster's objects hold.
     pub shard: Shard,
 }
@@ -108,6 +112,7 @@ impl Caches {
         let clusters_by_reference = clusters_by_reference();
         let configs_by_cluster = Index::new(by_cluster_label::<WasmBootstrapConfig>, ());
         let infra_pools_by_cluster = Index::new(by_cluster_label::<WasmMachinePool>, ());
+        let infra_machines_by_pool = Index::new(by_pool_owner, ());
         Self {
             clusters: sharded(typed(client), shard).indexed(&clusters_by_reference),
             pools: sharded(typed(client), shard)
@@ -116,6 +121,7 @@ impl Caches {
             configs: sharded(typed(client), shard).indexed(&configs_by_cluster),
             infra_pools: sharded(typed(client), shard).indexed(&infra_pools_by_cluster),
             infra_clusters: sharded(typed(client), shard),
+            infra_machines: sharded(typed(client), shard).indexed(&infra_machines_by_pool),
             modules: typed(client),
             platforms: typed(client),
             templates: typed(client),
@@ -134,6 +140,7 @@ impl Caches {
             clusters_by_reference,
             configs_by_cluster,
             infra_pools_by_cluster,
+            infra_machines_by_pool,
             shard,
         }
     }
@@ -147,6 +154,7 @@ impl Caches {
             futures::FutureExt::boxed(self.configs.run(metrics.clone())),
             futures::FutureExt::boxed(self.infra_pools.run(metrics.clone())),
             futures::FutureExt::boxed(self.infra_clusters.run(metrics.clone())),
+            futures::FutureExt::boxed(self.infra_machines.run(metrics.clone())),
             futures::FutureExt::boxed(self.modules.run(metrics.clone())),
             futures::FutureExt::boxed(self.platforms.run(metrics.clone())),
             futures::FutureExt::boxed(self.templates.run(metrics.clone())),
@@ -171,6 +179,7 @@ impl Caches {
             self.configs.ready(),
             self.infra_pools.ready(),
             self.infra_clusters.ready(),
+            self.infra_machines.ready(),
             self.modules.ready(),
             self.platforms.ready(),
             self.templates.ready(),
@@ -325,6 +334,16 @@ pub fn reference_key(namespace: &str, reference: &ContractVersionedObjectReferen
 /// The same key for the object itself, as a watch sees it.
 pub fn object_key(namespace: &str, group: &str, kind: &str, name: &str) -> String {
     format!("{namespace}/{group}/{kind}/{name}")
+}
+
+/// `<namespace>/<name>` of the WasmMachinePool owning a WasmMachine.
+fn by_pool_owner(machine: &WasmMachine) -> Vec<String> {
+    machine
+        .owner_references()
+        .iter()
+        .filter(|o| o.kind == "WasmMachinePool")
+        .map(|o| cluster_key(machine, &o.name))
+        .collect()
 }
 
 fn by_cluster_label<K: Resource>(object: &K) -> Vec<String> {

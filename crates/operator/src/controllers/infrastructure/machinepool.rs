@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::ResourceExt as _;
 use serde_json::json;
 
-use super::{CONTROLLER, guest_io};
+use super::{CONTROLLER, guest_io, machines};
 use crate::api::provider::{
     INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceStatus,
     MACHINE_POOL_FINALIZER,
@@ -82,42 +82,50 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     };
     let replicas = u32::try_from(machine_pool.desired_replicas()).unwrap_or(0);
     let bootstrap_data = bootstrap_data(ctx, &machine_pool).await?;
-    if bootstrap_data.is_none() && replicas > 0 {
-        return Ok(Outcome::Wait(Wait::on_change(
-            Reason::WaitingForBootstrapData,
-            format!(
-                "MachinePool {:?} has no bootstrap data Secret yet",
-                machine_pool.name_any()
-            ),
-        )));
-    }
-    // New machines must not boot with a host token that expired or was
-    // deleted: the bootstrap controller confirms (or renews) it as the pool
-    // scales. It writes a Secret this controller does not watch, hence the
-    // timer.
-    let adding = usize::try_from(replicas).unwrap_or(0) > scope.status.instances.len();
-    if adding && !data_fit(ctx, &machine_pool).await? {
-        return Ok(Outcome::Wait(Wait::after(
-            Reason::WaitingForBootstrapData,
-            format!(
-                "waiting for the bootstrap controller to confirm or renew the bootstrap token in MachinePool {:?}'s bootstrap data for {replicas} replicas",
-                machine_pool.name_any()
-            ),
-            TOKEN_RENEWAL_POLL,
-        )));
+    let had = scope.status.instances.len();
+    if let Some(wait) =
+        waiting_for_data(ctx, &machine_pool, replicas, had, bootstrap_data.is_some()).await?
+    {
+        return Ok(wait);
     }
     let pool = scope.object.clone();
+    let cluster = provider::cluster_info(
+        &*pool,
+        scope.cluster.as_deref(),
+        machine_pool.spec.template.spec.version.as_deref(),
+    );
+    // A provider that removes instances one by one has them as Machines:
+    // those whose WasmMachine is being deleted go first, and it is never
+    // asked for fewer instances than are up (scale-down chooses which go).
+    let one_by_one = prepared.provider.removes_instances()
+        && machines::control_plane_initialized(scope.cluster.as_deref());
+    let machines = if one_by_one {
+        machines::of_pool(ctx, &pool)
+    } else {
+        Vec::new()
+    };
+    let recorded = machines::remove_deleted(
+        ctx,
+        &pool,
+        prepared,
+        &cluster,
+        &machines,
+        scope.status.instances.clone(),
+    )
+    .await?;
+    let up = recorded.iter().filter(|i| machines::up(i)).count();
+    let asked = if one_by_one {
+        replicas.max(u32::try_from(up).unwrap_or(u32::MAX))
+    } else {
+        replicas
+    };
     let request = ReconcileRequest {
         pool: provider::object_ref(&*pool),
-        cluster: provider::cluster_info(
-            &*pool,
-            scope.cluster.as_deref(),
-            machine_pool.spec.template.spec.version.as_deref(),
-        ),
+        cluster,
         config: prepared.config.clone(),
-        replicas,
+        replicas: asked,
         bootstrap_data,
-        instances: guest_io::to_instances(&scope.status.instances),
+        instances: guest_io::to_instances(&recorded),
         idempotency_key: pool.uid().unwrap_or_default(),
         credentials: prepared.credentials.clone(),
     };
@@ -153,7 +161,13 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         provisioned: Some(true),
     });
     status.common.served_by = Some(served_by);
-    let asked = state
+    status.infrastructure_machine_kind = one_by_one.then(|| machines::KIND.to_owned());
+    if one_by_one {
+        machines::sync(ctx, &pool, &machine_pool, &machines, &status.instances).await?;
+        let desired = usize::try_from(replicas).unwrap_or(usize::MAX);
+        machines::scale_down(ctx, &machines, &status.instances, desired).await?;
+    }
+    let asked_after = state
         .requeue_after_seconds
         .map(|s| Duration::from_secs(u64::from(s)));
     // The count of running instances is in `status.instances`; a message
@@ -163,11 +177,47 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         return Ok(Outcome::Wait(Wait::after(
             Reason::WaitingForInstances,
             format!("waiting for {replicas} instances to run"),
-            asked.unwrap_or(POLL_NOT_READY),
+            asked_after.unwrap_or(POLL_NOT_READY),
         )));
     }
     scope.found.done = Some((Reason::Ready, format!("{replicas} instances running")));
-    Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
+    Ok(asked_after.map_or(Outcome::Continue, Outcome::RequeueAfter))
+}
+
+/// Why the pool cannot have new instances yet, if it cannot: no bootstrap
+/// data, or data whose token is not yet confirmed for `replicas`.
+async fn waiting_for_data(
+    ctx: &Context,
+    machine_pool: &MachinePool,
+    replicas: u32,
+    had: usize,
+    has_data: bool,
+) -> Result<Option<Outcome>, Error> {
+    if !has_data && replicas > 0 {
+        return Ok(Some(Outcome::Wait(Wait::on_change(
+            Reason::WaitingForBootstrapData,
+            format!(
+                "MachinePool {:?} has no bootstrap data Secret yet",
+                machine_pool.name_any()
+            ),
+        ))));
+    }
+    // New machines must not boot with a host token that expired or was
+    // deleted: the bootstrap controller confirms (or renews) it as the pool
+    // scales. It writes a Secret this controller does not watch, hence the
+    // timer.
+    let adding = usize::try_from(replicas).unwrap_or(0) > had;
+    if adding && !data_fit(ctx, machine_pool).await? {
+        return Ok(Some(Outcome::Wait(Wait::after(
+            Reason::WaitingForBootstrapData,
+            format!(
+                "waiting for the bootstrap controller to confirm or renew the bootstrap token in MachinePool {:?}'s bootstrap data for {replicas} replicas",
+                machine_pool.name_any()
+            ),
+            TOKEN_RENEWAL_POLL,
+        ))));
+    }
+    Ok(None)
 }
 
 /// Whether `old` and `new` list the same instances, in the same order.
@@ -295,6 +345,9 @@ async fn delete(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<Out
         .delete_pool(&pool.spec.provider, &request)
         .await
         .map_err(Error::Guest)?;
+    if matches!(outcome, DeleteOutcome::Done) {
+        machines::release(ctx, &machines::of_pool(ctx, &pool)).await?;
+    }
     Ok(deletion(outcome, "the pool's instances"))
 }
 

@@ -4,11 +4,13 @@
 mod cluster;
 mod guest_io;
 mod machinepool;
+mod machines;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
+use kube::ResourceExt as _;
 use kube::runtime::Controller;
 
 use super::context::Context;
@@ -42,6 +44,17 @@ pub fn run_machine_pools(
             caches.clusters.subscribe(),
             watches::by_cluster(store.clone(), caches.infra_pools_by_cluster.clone()),
         )
+        // A WasmMachine deleted (its Machine's Node drained): its instance goes.
+        .watches_shared_stream(caches.infra_machines.subscribe(), |machine| {
+            let owner = machine
+                .owner_references()
+                .iter()
+                .find(|o| o.kind == "WasmMachinePool")?;
+            Some(
+                kube::runtime::reflector::ObjectRef::new(&owner.name)
+                    .within(machine.metadata.namespace.as_deref().unwrap_or_default()),
+            )
+        })
         .watches_shared_stream(
             caches.modules.subscribe(),
             watches::by_provider(store.clone()),

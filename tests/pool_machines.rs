@@ -1,0 +1,422 @@
+//! MachinePool Machines: each instance of a provider that removes instances
+//! one by one (WIT 0.1.2 `pool-machines`, which sim-infrastructure exports)
+//! is a WasmMachine, and under upstream's core a Machine. Deleting one
+//! removes exactly its instance, which the pool replaces; a scale-down
+//! removes the instances whose Machines carry `cluster.x-k8s.io/delete-machine`
+//! first.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use capwasm::api::provider::{InstanceState, InstanceStatus};
+use capwasm::api::{WasmMachine, WasmMachinePool};
+use capwasm::simcloud::{InstanceState as CloudState, RunningSimCloud};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+use testenv::flows::{Apis, WAIT, condition, scale, wait_for, wait_for_cluster, wait_for_pool};
+use testenv::install::{Core, Install};
+
+const POOL_LABEL: &str = "cluster.x-k8s.io/pool-name=pool";
+
+/// The pool's instances up, as its WasmMachinePool records them.
+fn up(pool: &WasmMachinePool) -> Vec<InstanceStatus> {
+    pool.status
+        .as_ref()
+        .map(|s| s.instances.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i.state != InstanceState::Terminating)
+        .collect()
+}
+
+fn ids<'a>(items: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+    items.into_iter().cloned().collect()
+}
+
+/// Waits until the pool has `count` instances up, all running, each with
+/// one provisioned WasmMachine reporting it, and no other WasmMachine.
+async fn settled(
+    machines: &Api<WasmMachine>,
+    pools: &Api<WasmMachinePool>,
+    count: usize,
+) -> (Vec<WasmMachine>, Vec<InstanceStatus>) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let pool = pools.get("pool").await.unwrap();
+        let instances = up(&pool);
+        let listed = machines
+            .list(&ListParams::default().labels(POOL_LABEL))
+            .await
+            .unwrap()
+            .items;
+        let reported = |m: &WasmMachine| {
+            instances.iter().any(|i| {
+                i.id == m.spec.instance_id
+                    && i.state == InstanceState::Running
+                    && m.spec.provider_id.as_deref() == Some(i.provider_id.as_str())
+                    && m.status.as_ref().is_some_and(|s| {
+                        s.ready
+                            && s.initialization.as_ref().and_then(|i| i.provisioned) == Some(true)
+                    })
+            })
+        };
+        if instances.len() == count
+            && listed.len() == count
+            && listed
+                .iter()
+                .all(|m| reported(m) && m.metadata.deletion_timestamp.is_none())
+        {
+            return (listed, instances);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {count} instances each with its WasmMachine: instances {instances:#?}, WasmMachines {listed:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The cloud's state of instance `id`, if it still lists it.
+fn cloud_state(cloud: &RunningSimCloud, id: &str) -> Option<CloudState> {
+    cloud
+        .cloud()
+        .instances()
+        .into_iter()
+        .find(|r| r.instance.id == id)
+        .map(|r| r.instance.state)
+}
+
+/// Core's Machines in `namespace`.
+fn machines_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine"),
+        "machines",
+    );
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_instance_is_a_wasm_machine_and_deleting_one_replaces_exactly_its_instance() {
+    let install = Install::with_core("machines", Core::Capwasm).await;
+    let (client, ns) = (&install.client, &install.ns);
+    install.cluster("c1").await;
+    let apis = Apis::new(client, ns);
+    install
+        .objects
+        .create_pool(client, ns, "pool", "c1", 3, &install.modules)
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+    let machines: Api<WasmMachine> = Api::namespaced(client.clone(), ns);
+    let (three, instances) = settled(&machines, &apis.infra_pools, 3).await;
+
+    let infra = apis.infra_pools.get("pool").await.unwrap();
+    assert_eq!(
+        infra
+            .status
+            .as_ref()
+            .unwrap()
+            .infrastructure_machine_kind
+            .as_deref(),
+        Some("WasmMachine")
+    );
+    for machine in &three {
+        assert_eq!(
+            machine
+                .labels()
+                .get("cluster.x-k8s.io/cluster-name")
+                .map(String::as_str),
+            Some("c1")
+        );
+        assert!(
+            machine
+                .owner_references()
+                .iter()
+                .any(|o| o.kind == "WasmMachinePool"
+                    && Some(&o.uid) == infra.metadata.uid.as_ref()
+                    && o.block_owner_deletion == Some(true)),
+            "{:?}",
+            machine.owner_references()
+        );
+        assert_eq!(
+            machine.finalizers(),
+            ["wasmmachine.infrastructure.cluster.x-k8s.io"]
+        );
+    }
+
+    // Deleting a WasmMachine removes exactly its instance; the pool, still
+    // at 3, makes another.
+    let victim = three[1].clone();
+    let victim_id = victim.spec.instance_id.clone();
+    machines
+        .delete(&victim.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    // A second delete of what is going changes nothing.
+    machines
+        .delete(&victim.name_any(), &DeleteParams::default())
+        .await
+        .ok();
+    wait_for(&machines, &victim.name_any(), "its instance is gone", |m| {
+        m.is_none()
+    })
+    .await;
+    assert_ne!(
+        cloud_state(&install.cloud, &victim_id),
+        Some(CloudState::Running),
+        "the instance of the deleted WasmMachine still runs"
+    );
+    let (_, after) = settled(&machines, &apis.infra_pools, 3).await;
+    let before_ids = ids(instances.iter().map(|i| &i.id));
+    let after_ids = ids(after.iter().map(|i| &i.id));
+    let kept: BTreeSet<_> = before_ids
+        .iter()
+        .filter(|id| **id != victim_id)
+        .cloned()
+        .collect();
+    assert!(
+        after_ids.is_superset(&kept),
+        "{before_ids:?} → {after_ids:?}"
+    );
+    assert!(!after_ids.contains(&victim_id));
+    assert_eq!(
+        install.cloud.cloud().total_creations(),
+        4,
+        "instances created"
+    );
+    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+
+    // Scaling down removes one instance, through its WasmMachine.
+    scale(&apis.pools, "pool", 2).await.unwrap();
+    let (_, two) = settled(&machines, &apis.infra_pools, 2).await;
+    let two_ids = ids(two.iter().map(|i| &i.id));
+    assert!(
+        after_ids.is_superset(&two_ids),
+        "{after_ids:?} → {two_ids:?}"
+    );
+    wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    assert_eq!(
+        install.cloud.cloud().total_creations(),
+        4,
+        "instances created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_its_instance() {
+    let install = Install::with_core("machines-upstream", Core::Upstream).await;
+    let (client, ns) = (&install.client, &install.ns);
+    install.cluster("c1").await;
+    let apis = Apis::new(client, ns);
+    wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
+    install
+        .objects
+        .create_pool(client, ns, "pool", "c1", 3, &install.modules)
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+    let machines: Api<WasmMachine> = Api::namespaced(client.clone(), ns);
+    // No Machines while the Cluster's control plane is not initialized:
+    // upstream could count none of them ready.
+    let infra = apis.infra_pools.get("pool").await.unwrap();
+    assert_eq!(infra.status.unwrap().infrastructure_machine_kind, None);
+    let listed = machines.list(&ListParams::default()).await.unwrap().items;
+    assert!(listed.is_empty(), "{listed:#?}");
+
+    control_plane_machine(&install, "c1").await;
+    wait_for(
+        &apis.clusters,
+        "c1",
+        "its control plane is initialized",
+        |c| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                condition(&s.conditions, "ControlPlaneInitialized")
+                    .is_some_and(|(status, _, _)| status == "True")
+            })
+        },
+    )
+    .await;
+    let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
+
+    // Upstream makes a Machine of each WasmMachine, of the same name, and
+    // becomes its controller.
+    let core = machines_api(client, ns);
+    let names = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
+    let listed = core_machines(&core, |listed| {
+        ids(listed.iter().map(|m| m.metadata.name.as_ref().unwrap())) == names
+    })
+    .await;
+    for machine in &listed {
+        assert_eq!(
+            machine.data["spec"]["infrastructureRef"]["kind"], "WasmMachine",
+            "{machine:?}"
+        );
+        assert!(
+            machine
+                .owner_references()
+                .iter()
+                .any(|o| o.kind == "MachinePool"),
+            "{machine:?}"
+        );
+    }
+    for name in &names {
+        wait_for(&machines, name, "its Machine controls it", |m| {
+            m.is_some_and(|m| {
+                m.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "Machine" && o.controller == Some(true))
+            })
+        })
+        .await;
+    }
+
+    // The Machine annotated delete-machine goes first on scale-down.
+    let chosen = names.iter().nth(1).unwrap().clone();
+    let chosen_id = three
+        .iter()
+        .find(|m| m.name_any() == chosen)
+        .unwrap()
+        .spec
+        .instance_id
+        .clone();
+    core.patch(
+        &chosen,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"cluster.x-k8s.io/delete-machine": ""}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    scale(&apis.pools, "pool", 2).await.unwrap();
+    wait_for(&core, &chosen, "the annotated Machine is gone", |m| {
+        m.is_none()
+    })
+    .await;
+    let (_, two) = settled(&machines, &apis.infra_pools, 2).await;
+    assert!(!two.iter().any(|i| i.id == chosen_id), "{two:#?}");
+    assert_ne!(
+        cloud_state(&install.cloud, &chosen_id),
+        Some(CloudState::Running)
+    );
+    let two_names = ids(names.iter().filter(|n| **n != chosen));
+    core_machines(&core, |listed| {
+        ids(listed.iter().map(|m| m.metadata.name.as_ref().unwrap())) == two_names
+    })
+    .await;
+
+    // Deleting a Machine removes its instance; the pool, still at 2, makes another.
+    let deleted = two_names.iter().next().unwrap().clone();
+    let deleted_id = two_names_id(&machines, &deleted).await;
+    core.delete(&deleted, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&core, &deleted, "the deleted Machine is gone", |m| {
+        m.is_none()
+    })
+    .await;
+    let (_, refilled) = settled(&machines, &apis.infra_pools, 2).await;
+    assert!(
+        !refilled.iter().any(|i| i.id == deleted_id),
+        "{refilled:#?}"
+    );
+    assert_ne!(
+        cloud_state(&install.cloud, &deleted_id),
+        Some(CloudState::Running)
+    );
+    wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+}
+
+/// The control plane of Cluster `cluster` as upstream's core recognises one
+/// without a control-plane provider: a Machine labelled
+/// `cluster.x-k8s.io/control-plane` whose Node (here one registered in the
+/// workload API server the Cluster borrows) has the providerID its
+/// infrastructure machine reports. The infrastructure machine is a
+/// WasmMachine no pool owns, which no controller of capwasm's touches.
+async fn control_plane_machine(install: &Install, cluster: &str) {
+    let (client, ns) = (&install.client, &install.ns);
+    let name = format!("{ns}-cp");
+    let provider_id = format!("sim://local-1/{name}");
+    let workload = install.env.workload().unwrap().client().unwrap();
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"node-role.kubernetes.io/control-plane": ""}},
+        "spec": {"providerID": provider_id},
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Node>::all(workload)
+        .create(&Default::default(), &node)
+        .await
+        .unwrap();
+    let infra: WasmMachine = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "WasmMachine",
+        "metadata": {"name": "cp", "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "spec": {"instanceID": "cp", "providerID": provider_id},
+    }))
+    .unwrap();
+    let machines: Api<WasmMachine> = Api::namespaced(client.clone(), ns);
+    machines.create(&Default::default(), &infra).await.unwrap();
+    machines
+        .patch_status(
+            "cp",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"ready": true, "initialization": {"provisioned": true}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let machine: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Machine",
+        "metadata": {"name": "cp", "namespace": ns, "labels": {
+            "cluster.x-k8s.io/cluster-name": cluster,
+            "cluster.x-k8s.io/control-plane": "",
+        }},
+        "spec": {
+            "clusterName": cluster,
+            "bootstrap": {"dataSecretName": ""},
+            "infrastructureRef": {
+                "apiGroup": "infrastructure.cluster.x-k8s.io",
+                "kind": "WasmMachine",
+                "name": "cp",
+            },
+        },
+    }))
+    .unwrap();
+    machines_api(client, ns)
+        .create(&Default::default(), &machine)
+        .await
+        .unwrap();
+}
+
+/// The instance id of WasmMachine `name`.
+async fn two_names_id(machines: &Api<WasmMachine>, name: &str) -> String {
+    machines.get(name).await.unwrap().spec.instance_id
+}
+
+/// Waits until core's Machines of the pool are as `done` says, and returns them.
+async fn core_machines(
+    core: &Api<DynamicObject>,
+    done: impl Fn(&[DynamicObject]) -> bool,
+) -> Vec<DynamicObject> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let listed = core
+            .list(&ListParams::default().labels(POOL_LABEL))
+            .await
+            .unwrap()
+            .items;
+        if done(&listed) {
+            return listed;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "core's Machines never as awaited: {listed:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
