@@ -12,7 +12,8 @@ use capwasm::api::provider::{InstanceState, InstanceStatus};
 use capwasm::api::{WasmMachine, WasmMachinePool};
 use capwasm::simcloud::{InstanceState as CloudState, RunningSimCloud};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
@@ -79,6 +80,24 @@ async fn settled(
     }
 }
 
+/// An install of `core` with Cluster `c1` and its pool `pool` Running with
+/// 3 Nodes; the APIs of its namespace and its WasmMachines.
+async fn pool_of_three(core: Core) -> (Install, Apis, Api<WasmMachine>) {
+    let install = Install::with_core("machines", core).await;
+    let (client, ns) = (&install.client, &install.ns);
+    install.cluster("c1").await;
+    let apis = Apis::new(client, ns);
+    wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
+    install
+        .objects
+        .create_pool(client, ns, "pool", "c1", 3, &install.modules)
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+    let machines = Api::namespaced(client.clone(), ns);
+    (install, apis, machines)
+}
+
 /// The cloud's state of instance `id`, if it still lists it.
 fn cloud_state(cloud: &RunningSimCloud, id: &str) -> Option<CloudState> {
     cloud
@@ -100,17 +119,7 @@ fn machines_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_instance_is_a_wasm_machine_and_deleting_one_replaces_exactly_its_instance() {
-    let install = Install::with_core("machines", Core::Capwasm).await;
-    let (client, ns) = (&install.client, &install.ns);
-    install.cluster("c1").await;
-    let apis = Apis::new(client, ns);
-    install
-        .objects
-        .create_pool(client, ns, "pool", "c1", 3, &install.modules)
-        .await
-        .unwrap();
-    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
-    let machines: Api<WasmMachine> = Api::namespaced(client.clone(), ns);
+    let (install, apis, machines) = Box::pin(pool_of_three(Core::Capwasm)).await;
     let (three, instances) = settled(&machines, &apis.infra_pools, 3).await;
 
     let infra = apis.infra_pools.get("pool").await.unwrap();
@@ -207,18 +216,8 @@ async fn each_instance_is_a_wasm_machine_and_deleting_one_replaces_exactly_its_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_its_instance() {
-    let install = Install::with_core("machines-upstream", Core::Upstream).await;
+    let (install, apis, machines) = Box::pin(pool_of_three(Core::Upstream)).await;
     let (client, ns) = (&install.client, &install.ns);
-    install.cluster("c1").await;
-    let apis = Apis::new(client, ns);
-    wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
-    install
-        .objects
-        .create_pool(client, ns, "pool", "c1", 3, &install.modules)
-        .await
-        .unwrap();
-    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
-    let machines: Api<WasmMachine> = Api::namespaced(client.clone(), ns);
     // No Machines while the Cluster's control plane is not initialized:
     // upstream could count none of them ready.
     let infra = apis.infra_pools.get("pool").await.unwrap();
@@ -227,18 +226,6 @@ async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_i
     assert!(listed.is_empty(), "{listed:#?}");
 
     control_plane_machine(&install, "c1").await;
-    wait_for(
-        &apis.clusters,
-        "c1",
-        "its control plane is initialized",
-        |c| {
-            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
-                condition(&s.conditions, "ControlPlaneInitialized")
-                    .is_some_and(|(status, _, _)| status == "True")
-            })
-        },
-    )
-    .await;
     let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
 
     // Upstream makes a Machine of each WasmMachine, of the same name, and
@@ -336,6 +323,7 @@ async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_i
 /// workload API server the Cluster borrows) has the providerID its
 /// infrastructure machine reports. The infrastructure machine is a
 /// WasmMachine no pool owns, which no controller of capwasm's touches.
+/// Returns once the Cluster's control plane is initialized.
 async fn control_plane_machine(install: &Install, cluster: &str) {
     let (client, ns) = (&install.client, &install.ns);
     let name = format!("{ns}-cp");
@@ -347,7 +335,7 @@ async fn control_plane_machine(install: &Install, cluster: &str) {
     }))
     .unwrap();
     Api::<k8s_openapi::api::core::v1::Node>::all(workload)
-        .create(&Default::default(), &node)
+        .create(&PostParams::default(), &node)
         .await
         .unwrap();
     let infra: WasmMachine = serde_json::from_value(json!({
@@ -358,7 +346,10 @@ async fn control_plane_machine(install: &Install, cluster: &str) {
     }))
     .unwrap();
     let machines: Api<WasmMachine> = Api::namespaced(client.clone(), ns);
-    machines.create(&Default::default(), &infra).await.unwrap();
+    machines
+        .create(&PostParams::default(), &infra)
+        .await
+        .unwrap();
     machines
         .patch_status(
             "cp",
@@ -388,9 +379,21 @@ async fn control_plane_machine(install: &Install, cluster: &str) {
     }))
     .unwrap();
     machines_api(client, ns)
-        .create(&Default::default(), &machine)
+        .create(&PostParams::default(), &machine)
         .await
         .unwrap();
+    wait_for(
+        &Apis::new(client, ns).clusters,
+        cluster,
+        "its control plane is initialized",
+        |c| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                condition(&s.conditions, "ControlPlaneInitialized")
+                    .is_some_and(|(status, _, _)| status == "True")
+            })
+        },
+    )
+    .await;
 }
 
 /// The instance id of WasmMachine `name`.

@@ -30,7 +30,7 @@ use capwasm_provider_sdk::infrastructure::{
 };
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
-use capwasm_provider_sdk::types::{DeleteOutcome, Instance, ProviderError};
+use capwasm_provider_sdk::types::{self, DeleteOutcome, Instance, ProviderError};
 
 use cluster::Cluster;
 use ec2::Client;
@@ -49,6 +49,11 @@ const BOOTSTRAP_RETRY_SECONDS: u32 = 15;
 const PROVIDER_ID_PREFIX: &str = "aws:///";
 
 struct AwsEc2;
+
+/// `<namespace>/<name>` of a pool object, as the logs name it.
+fn pool_name(pool: &types::ObjectRef) -> String {
+    format!("{}/{}", pool.namespace, pool.name)
+}
 
 fn client(config: &config::Config) -> Client {
     Client::new(config.url(), config.host())
@@ -86,7 +91,7 @@ impl InfrastructureProvider for AwsEc2 {
         let client = client(&config);
         let key = &request.idempotency_key;
         let cluster = tags::cluster_value(&request.cluster);
-        let pool_name = format!("{}/{}", request.pool.namespace, request.pool.name);
+        let pool_name = pool_name(&request.pool);
         // The tags, not request.instances, say what exists: an instance
         // launched just before a crash is listed here all the same.
         let mut pool = Pool::new(key, instances::list(&client, tags::POOL, key)?);
@@ -155,13 +160,7 @@ impl InfrastructureProvider for AwsEc2 {
             for id in &removing {
                 log::info(
                     "terminating the instance whose Machine was deleted",
-                    &[
-                        (
-                            "pool",
-                            &format!("{}/{}", request.pool.namespace, request.pool.name),
-                        ),
-                        ("instance", id),
-                    ],
+                    &[("pool", &pool_name(&request.pool)), ("instance", id)],
                 );
             }
             pool.terminating(&removing);
@@ -183,13 +182,7 @@ impl InfrastructureProvider for AwsEc2 {
         for id in &active {
             log::info(
                 "terminating instance",
-                &[
-                    (
-                        "pool",
-                        &format!("{}/{}", request.pool.namespace, request.pool.name),
-                    ),
-                    ("instance", id),
-                ],
+                &[("pool", &pool_name(&request.pool)), ("instance", id)],
             );
         }
         Ok(DeleteOutcome::InProgress(POLL_SECONDS))

@@ -110,6 +110,15 @@ def _to_instance(key, member, c):
     )
 
 
+def _pool_state(key, pool, desired, c):
+    members, ready, requeue = pool.state(desired, c.poll_seconds)
+    return machine_pools.PoolState(
+        instances=[_to_instance(key, m, c) for m in members],
+        ready=ready,
+        requeue_after_seconds=requeue,
+    )
+
+
 class WitWorld(wit_world.WitWorld):
     def info(self) -> types.ProviderInfo:
         return exports.info("sim-infrastructure-python", "0.1.0")
@@ -163,12 +172,7 @@ class MachinePools(wit_world.exports.MachinePools):
             client.delete(instance_id)
             log.info("terminating surplus instance", pool=pool_name, instance=instance_id)
             pool.terminating(instance_id)
-        members, ready, requeue = pool.state(request.replicas, c.poll_seconds)
-        return machine_pools.PoolState(
-            instances=[_to_instance(key, m, c) for m in members],
-            ready=ready,
-            requeue_after_seconds=requeue,
-        )
+        return _pool_state(key, pool, request.replicas, c)
 
     @exports.provider_call
     def delete(self, request: machine_pools.DeleteRequest) -> types.DeleteOutcome:
@@ -198,12 +202,7 @@ class PoolMachines(wit_world.exports.PoolMachines):
             client.delete(instance_id)
             log.info("terminating the instance whose Machine was deleted", pool=pool_name, instance=instance_id)
             pool.terminating(instance_id)
-        members, ready, requeue = pool.state(pool.active_count(), c.poll_seconds)
-        return machine_pools.PoolState(
-            instances=[_to_instance(key, m, c) for m in members],
-            ready=ready,
-            requeue_after_seconds=requeue,
-        )
+        return _pool_state(key, pool, pool.active_count(), c)
 
 
 class Clusters(wit_world.exports.Clusters):

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    POOL, REGION, cloud, cloud_ids, config, ids, instant, loopback, pool_on_cloud, requests, token,
-    wait_for_pool,
+    POOL, REGION, cloud, cloud_ids, config, ids, instant, lingering, loopback, pool_on_cloud,
+    requests, token, wait_for_pool,
 };
 use crate::conformance::{Failure, Subject, ensure, ensure_eq};
 use crate::simcloud::{InstanceState, Settings};
@@ -144,15 +144,7 @@ pub async fn reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_insta
 /// Scale 3 → 1 terminates ordinals 1 and 2 and keeps 0.
 pub async fn scale_down_terminates_the_highest_ordinals(subject: &Subject) -> Result<(), Failure> {
     // Terminating instances stay listed for the whole scenario.
-    let (running, provider, mut request) = pool_on_cloud(
-        subject,
-        Settings {
-            termination_delay: Duration::from_secs(600),
-            ..instant()
-        },
-        3,
-    )
-    .await?;
+    let (running, provider, mut request) = pool_on_cloud(subject, lingering(), 3).await?;
     let three = provider.reconcile(&request).await?;
 
     request.instances = three.instances;
@@ -189,15 +181,7 @@ pub async fn scale_down_terminates_the_highest_ordinals(subject: &Subject) -> Re
 pub async fn remove_terminates_exactly_the_instances_asked_for(
     subject: &Subject,
 ) -> Result<(), Failure> {
-    let (running, provider, mut request) = pool_on_cloud(
-        subject,
-        Settings {
-            termination_delay: Duration::from_secs(600),
-            ..instant()
-        },
-        3,
-    )
-    .await?;
+    let (running, provider, mut request) = pool_on_cloud(subject, lingering(), 3).await?;
     let three = provider.reconcile(&request).await?;
     let chosen = three
         .instances

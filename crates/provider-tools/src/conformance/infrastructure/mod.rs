@@ -82,6 +82,15 @@ pub fn instant() -> Settings {
     }
 }
 
+/// Instances boot at once and stay listed as terminating for the whole
+/// scenario: what a call terminated can be seen.
+pub fn lingering() -> Settings {
+    Settings {
+        termination_delay: Duration::from_secs(600),
+        ..instant()
+    }
+}
+
 /// The provider's config for the cloud at `endpoint`.
 pub fn config(endpoint: &str) -> String {
     serde_json::json!({"endpoint": endpoint, "region": REGION}).to_string()
