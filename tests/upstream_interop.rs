@@ -273,6 +273,12 @@ const DEVIATIONS: &[(&str, &str)] = &[
         "MachinePool.status.conditions[ReplicasReady]",
         POOL_CONDITIONS,
     ),
+    // A pool's instances are Machines once its Cluster's control plane is
+    // initialized: capwasm's core counts it so, upstream's does not here.
+    (
+        "WasmMachinePool.status.infrastructureMachineKind",
+        CONTROL_PLANE,
+    ),
 ];
 
 /// What a user can observe of Cluster `c1`, pool `pool` and their provider
