@@ -82,12 +82,13 @@ async fn settled(
 
 /// An install of `core` with Cluster `c1` and its pool `pool` Running with
 /// 3 Nodes; the APIs of its namespace and its WasmMachines.
-async fn pool_of_three(core: Core) -> (Install, Apis, Api<WasmMachine>) {
+async fn pool_of_three(core: Core) -> (Install, Apis, Api<WasmMachine>, Writes) {
     let install = Install::with_core("machines", core).await;
     let (client, ns) = (&install.client, &install.ns);
     install.cluster("c1").await;
     let apis = Apis::new(client, ns);
     wait_for_cluster(&apis.clusters, "c1", "Provisioned").await;
+    let writes = count_writes(Api::namespaced(client.clone(), ns));
     install
         .objects
         .create_pool(client, ns, "pool", "c1", 3, &install.modules)
@@ -95,7 +96,31 @@ async fn pool_of_three(core: Core) -> (Install, Apis, Api<WasmMachine>) {
         .unwrap();
     wait_for_pool(&apis.pools, "pool", "Running", 3).await;
     let machines = Api::namespaced(client.clone(), ns);
-    (install, apis, machines)
+    (install, apis, machines, writes)
+}
+
+/// How many versions of WasmMachines were written, creations included.
+type Writes = tokio::sync::watch::Receiver<usize>;
+
+/// Starts counting the versions of the WasmMachines of `api` as they are
+/// written (each creation, spec and status write is one).
+fn count_writes(api: Api<WasmMachine>) -> Writes {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let (tx, rx) = tokio::sync::watch::channel(0);
+    tokio::spawn(async move {
+        let mut versions = BTreeSet::new();
+        let mut events = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(machine)) = events.next().await {
+            if let Some(version) = machine.metadata.resource_version {
+                versions.insert(version);
+                let _ = tx.send(versions.len());
+            }
+        }
+    });
+    rx
 }
 
 /// The cloud's state of instance `id`, if it still lists it.
@@ -119,8 +144,14 @@ fn machines_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_instance_is_a_wasm_machine_and_deleting_one_replaces_exactly_its_instance() {
-    let (install, apis, machines) = Box::pin(pool_of_three(Core::Capwasm)).await;
+    let (install, apis, machines, writes) = Box::pin(pool_of_three(Core::Capwasm)).await;
     let (three, instances) = settled(&machines, &apis.infra_pools, 3).await;
+    // Creation, and status as the instance starts and runs: the cost of
+    // Machines to a pool of 3.
+    println!(
+        "wasmmachine-writes-to-running (3 instances): {}",
+        *writes.borrow()
+    );
 
     let infra = apis.infra_pools.get("pool").await.unwrap();
     assert_eq!(
@@ -216,7 +247,7 @@ async fn each_instance_is_a_wasm_machine_and_deleting_one_replaces_exactly_its_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_its_instance() {
-    let (install, apis, machines) = Box::pin(pool_of_three(Core::Upstream)).await;
+    let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Upstream)).await;
     let (client, ns) = (&install.client, &install.ns);
     // No Machines while the Cluster's control plane is not initialized:
     // upstream could count none of them ready.
