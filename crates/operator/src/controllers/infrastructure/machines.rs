@@ -219,7 +219,7 @@ pub async fn sync(
         }
         let before = machine.status.clone().unwrap_or_default();
         let after = status_of(instance, &before);
-        if after != before {
+        if worth_writing(&before, &after) {
             write::status(ctx, AUTHOR, &**machine, &before, &after).await?;
         }
     }
@@ -232,7 +232,8 @@ pub async fn sync(
     Ok(())
 }
 
-/// Creates the WasmMachine of `instance`, then its status. One that exists
+/// Creates the WasmMachine of `instance`, then its status if it has one
+/// worth writing ([`worth_writing`]). One that exists
 /// already (a cache behind) is left as it is: the next pass reads it.
 async fn create(
     ctx: &Context,
@@ -285,14 +286,21 @@ async fn create(
     };
     ctx.metrics.write(CONTROLLER, "WasmMachine");
     let before = WasmMachineStatus::default();
-    write::status(
-        ctx,
-        AUTHOR,
-        &created,
-        &before,
-        &status_of(instance, &before),
-    )
-    .await
+    let after = status_of(instance, &before);
+    if worth_writing(&before, &after) {
+        write::status(ctx, AUTHOR, &created, &before, &after).await?;
+    }
+    Ok(())
+}
+
+/// Whether a WasmMachine's status is worth a write: not for an instance
+/// still booting with nothing reported yet (no status says as much), so
+/// that an instance costs its WasmMachine two writes, not three.
+fn worth_writing(before: &WasmMachineStatus, after: &WasmMachineStatus) -> bool {
+    after != before
+        && (*before != WasmMachineStatus::default()
+            || after.ready
+            || after.state == Some(InstanceState::Failed))
 }
 
 /// The Machine kind of Cluster API core.
@@ -452,6 +460,29 @@ pub async fn release(ctx: &Context, machines: &[Arc<WasmMachine>]) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_booting_instance_costs_no_status_write_until_it_runs_or_fails() {
+        let instance = |state| InstanceStatus {
+            id: "i-1".into(),
+            provider_id: "sim://r/i-1".into(),
+            state,
+            ..InstanceStatus::default()
+        };
+        let none = WasmMachineStatus::default();
+        let pending = status_of(&instance(InstanceState::Pending), &none);
+        assert!(!worth_writing(&none, &pending));
+        let running = status_of(&instance(InstanceState::Running), &none);
+        assert!(running.ready && worth_writing(&none, &running));
+        assert!(worth_writing(
+            &none,
+            &status_of(&instance(InstanceState::Failed), &none)
+        ));
+        // Once running, it stays provisioned, and its state change is written.
+        let terminating = status_of(&instance(InstanceState::Terminating), &running);
+        assert!(terminating.ready && worth_writing(&running, &terminating));
+        assert!(!worth_writing(&running, &running));
+    }
 
     #[test]
     fn names_are_dns_labels_of_the_pool_and_instance() {
