@@ -43,7 +43,7 @@ pub(super) fn readme(name: &str, world: WorldArg, language: Language) -> String 
     };
     let conformance = match world {
         WorldArg::Infrastructure => {
-            "For the infrastructure world `conformance` runs capwasm's scenarios against a simulated cloud it starts (scaling, repeats, lost records, deletion, credentials, a full or unreachable cloud): they hold while the provider talks to the simulated cloud. Once it talks to yours, hold it to fixtures instead, and test it against your cloud."
+            "For the infrastructure world `conformance` runs capwasm's scenarios against a simulated cloud it starts (scaling, removing chosen instances, repeats, lost records, deletion, credentials, a full or unreachable cloud): they hold while the provider talks to the simulated cloud. Once it talks to yours, hold it to fixtures instead, and test it against your cloud."
         }
         WorldArg::Bootstrap | WorldArg::Platform => {
             "For this world `conformance` checks the fixtures that say what they expect; with none it has nothing to check and says so."
