@@ -81,6 +81,19 @@ pub struct WasmMachineStatus {
     pub common: ProviderStatus,
 }
 
+impl WasmMachine {
+    /// The WasmMachinePool owning it, by owner reference.
+    pub fn pool_owner(
+        &self,
+    ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+        self.metadata.owner_references.iter().flatten().find(|o| {
+            o.kind == "WasmMachinePool"
+                && o.api_version
+                    .starts_with("infrastructure.cluster.x-k8s.io/")
+        })
+    }
+}
+
 /// The value of the `cluster.x-k8s.io/pool-name` label for MachinePool
 /// `name`, as Cluster API writes it: the name when it is a valid label
 /// value, else `hash_<base64url of its FNV-1a 32>_z` (upstream's

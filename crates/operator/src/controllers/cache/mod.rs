@@ -339,10 +339,9 @@ pub fn object_key(namespace: &str, group: &str, kind: &str, name: &str) -> Strin
 /// `<namespace>/<name>` of the WasmMachinePool owning a WasmMachine.
 fn by_pool_owner(machine: &WasmMachine) -> Vec<String> {
     machine
-        .owner_references()
-        .iter()
-        .filter(|o| o.kind == "WasmMachinePool")
+        .pool_owner()
         .map(|o| cluster_key(machine, &o.name))
+        .into_iter()
         .collect()
 }
 

@@ -100,7 +100,7 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     let one_by_one = prepared.provider.removes_instances()
         && machines::control_plane_initialized(scope.cluster.as_deref());
     let machines = if one_by_one {
-        machines::of_pool(ctx, &pool)
+        machines::made_for(ctx, &pool, &machine_pool)
     } else {
         Vec::new()
     };
@@ -114,7 +114,7 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     )
     .await?;
     let up = recorded.iter().filter(|i| machines::up(i)).count();
-    let asked = if one_by_one {
+    let replicas_asked = if one_by_one {
         replicas.max(u32::try_from(up).unwrap_or(u32::MAX))
     } else {
         replicas
@@ -123,7 +123,7 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         pool: provider::object_ref(&*pool),
         cluster,
         config: prepared.config.clone(),
-        replicas: asked,
+        replicas: replicas_asked,
         bootstrap_data,
         instances: guest_io::to_instances(&recorded),
         idempotency_key: pool.uid().unwrap_or_default(),
@@ -163,11 +163,13 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     status.common.served_by = Some(served_by);
     status.infrastructure_machine_kind = one_by_one.then(|| machines::KIND.to_owned());
     if one_by_one {
-        machines::sync(ctx, &pool, &machine_pool, &machines, &status.instances).await?;
+        let mut core = machines::CoreMachines::new(&machine_pool);
+        let instances = &status.instances;
+        machines::sync(ctx, &pool, &machine_pool, &mut core, &machines, instances).await?;
         let desired = usize::try_from(replicas).unwrap_or(usize::MAX);
-        machines::scale_down(ctx, &machines, &status.instances, desired).await?;
+        machines::scale_down(ctx, &mut core, &machines, instances, desired).await?;
     }
-    let asked_after = state
+    let asked = state
         .requeue_after_seconds
         .map(|s| Duration::from_secs(u64::from(s)));
     // The count of running instances is in `status.instances`; a message
@@ -177,11 +179,11 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         return Ok(Outcome::Wait(Wait::after(
             Reason::WaitingForInstances,
             format!("waiting for {replicas} instances to run"),
-            asked_after.unwrap_or(POLL_NOT_READY),
+            asked.unwrap_or(POLL_NOT_READY),
         )));
     }
     scope.found.done = Some((Reason::Ready, format!("{replicas} instances running")));
-    Ok(asked_after.map_or(Outcome::Continue, Outcome::RequeueAfter))
+    Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
 /// Why the pool cannot have new instances yet, if it cannot: no bootstrap

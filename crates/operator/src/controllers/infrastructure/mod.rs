@@ -10,7 +10,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use kube::ResourceExt as _;
 use kube::runtime::Controller;
 
 use super::context::Context;
@@ -46,10 +45,7 @@ pub fn run_machine_pools(
         )
         // A WasmMachine deleted (its Machine's Node drained): its instance goes.
         .watches_shared_stream(caches.infra_machines.subscribe(), |machine| {
-            let owner = machine
-                .owner_references()
-                .iter()
-                .find(|o| o.kind == "WasmMachinePool")?;
+            let owner = machine.pool_owner()?;
             Some(
                 kube::runtime::reflector::ObjectRef::new(&owner.name)
                     .within(machine.metadata.namespace.as_deref().unwrap_or_default()),

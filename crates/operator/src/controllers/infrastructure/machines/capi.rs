@@ -1,0 +1,205 @@
+//! Core's Machines of a pool's WasmMachines: read to rank a scale-down
+//! (`cluster.x-k8s.io/delete-machine` first) and deleted for the instances
+//! that go, so that core drains their Nodes first. A Machine is deleted only
+//! when the pool's Machines list it as the one whose infrastructure is that
+//! WasmMachine, whatever owner reference the WasmMachine carries.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::ResourceExt as _;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
+};
+
+use super::{CONTROLLER, KIND, up};
+use crate::api::machine::pool_name_label;
+use crate::api::provider::{InstanceState, InstanceStatus};
+use crate::api::{CLUSTER_API_GROUP, MachinePool, WasmMachine, annotations, labels};
+use crate::controllers::context::Context;
+use crate::controllers::error::Error;
+
+/// Core's Machines of one pool, listed from the API server the first time
+/// a pass needs them, and only then.
+pub struct CoreMachines<'a> {
+    machine_pool: &'a MachinePool,
+    /// By UID.
+    listed: Option<BTreeMap<String, DynamicObject>>,
+}
+
+impl<'a> CoreMachines<'a> {
+    /// Those of `machine_pool`, not listed yet.
+    pub fn new(machine_pool: &'a MachinePool) -> Self {
+        Self {
+            machine_pool,
+            listed: None,
+        }
+    }
+
+    /// The Machine of `machine`: the one its owner reference names, if the
+    /// pool's Machines list it with `machine` as its infrastructure.
+    async fn of(
+        &mut self,
+        ctx: &Context,
+        machine: &WasmMachine,
+    ) -> Result<Option<&DynamicObject>, Error> {
+        let Some(owner) = machine_owner(machine) else {
+            return Ok(None);
+        };
+        let uid = owner.uid.clone();
+        let listed = self.listed(ctx).await?;
+        Ok(listed.get(&uid).filter(|m| {
+            let infrastructure = &m.data["spec"]["infrastructureRef"];
+            infrastructure["kind"] == KIND
+                && infrastructure["name"].as_str() == machine.metadata.name.as_deref()
+        }))
+    }
+
+    /// The pool's Machines, by UID: listed by the pool's labels.
+    async fn listed(&mut self, ctx: &Context) -> Result<&BTreeMap<String, DynamicObject>, Error> {
+        if self.listed.is_none() {
+            let selector = format!(
+                "{}={},{}={}",
+                labels::CLUSTER_NAME,
+                self.machine_pool.spec.cluster_name,
+                labels::POOL_NAME,
+                pool_name_label(&self.machine_pool.name_any()),
+            );
+            let namespace = self.machine_pool.namespace().unwrap_or_default();
+            let listed = machines_api(ctx, &namespace)
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|source| Error::Get {
+                    kind: "Machine",
+                    name: selector,
+                    source,
+                })?;
+            self.listed = Some(
+                listed
+                    .items
+                    .into_iter()
+                    .filter_map(|m| Some((m.metadata.uid.clone()?, m)))
+                    .collect(),
+            );
+        }
+        Ok(self.listed.get_or_insert_default())
+    }
+}
+
+/// The Machine kind of Cluster API core.
+fn machines_api(ctx: &Context, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(CLUSTER_API_GROUP, "v1beta2", "Machine"),
+        "machines",
+    );
+    Api::namespaced_with(ctx.client.clone(), namespace, &resource)
+}
+
+/// The Machine `machine`'s owner reference names, if any.
+fn machine_owner(
+    machine: &WasmMachine,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    machine
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Machine" && o.api_version.split('/').next() == Some(CLUSTER_API_GROUP))
+}
+
+/// Deletes `machine`'s Machine (its UID as the precondition), or the
+/// WasmMachine itself when core made none: either way core or this
+/// controller then removes the instance after its Node is drained.
+pub async fn delete_machine_of(
+    ctx: &Context,
+    core: &mut CoreMachines<'_>,
+    machine: &WasmMachine,
+) -> Result<(), Error> {
+    let namespace = machine.namespace().unwrap_or_default();
+    let params = |uid: Option<String>| DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    let core_machine = core
+        .of(ctx, machine)
+        .await?
+        .map(|m| (m.name_any(), m.uid()));
+    let (result, what, name) = match core_machine {
+        Some((name, uid)) => (
+            machines_api(ctx, &namespace)
+                .delete(&name, &params(uid))
+                .await
+                .map(drop),
+            "Machine",
+            name,
+        ),
+        None => (
+            Api::<WasmMachine>::namespaced(ctx.client.clone(), &namespace)
+                .delete(&machine.name_any(), &params(machine.uid()))
+                .await
+                .map(drop),
+            "WasmMachine",
+            machine.name_any(),
+        ),
+    };
+    match result {
+        Ok(()) => {
+            ctx.metrics.write(CONTROLLER, "delete");
+            Ok(())
+        }
+        // Gone, or another object of that name now: not ours to delete.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(source) => Err(Error::Write { what, name, source }),
+    }
+}
+
+/// Scales the pool down to `desired` instances up: chooses the instances to
+/// go beyond those going already (those whose Machine is annotated
+/// `cluster.x-k8s.io/delete-machine` first, then those not running, then
+/// the oldest) and deletes their Machines.
+pub async fn scale_down(
+    ctx: &Context,
+    core: &mut CoreMachines<'_>,
+    machines: &[Arc<WasmMachine>],
+    instances: &[InstanceStatus],
+    desired: usize,
+) -> Result<(), Error> {
+    let up: BTreeMap<&str, &InstanceStatus> = instances
+        .iter()
+        .filter(|i| up(i))
+        .map(|i| (i.id.as_str(), i))
+        .collect();
+    if up.len() <= desired {
+        return Ok(());
+    }
+    // Each WasmMachine of an instance up that is not going yet, with
+    // whether its Machine asks to go first.
+    let mut staying = Vec::new();
+    for machine in machines {
+        let Some(instance) = up.get(machine.spec.instance_id.as_str()) else {
+            continue;
+        };
+        let core_machine = core.of(ctx, machine).await?;
+        if machine.metadata.deletion_timestamp.is_some()
+            || core_machine.is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+        {
+            continue;
+        }
+        let annotated =
+            core_machine.is_some_and(|c| c.annotations().contains_key(annotations::DELETE_MACHINE));
+        let key = (
+            !annotated,
+            instance.state == InstanceState::Running,
+            machine.metadata.creation_timestamp.clone(),
+            machine.name_any(),
+        );
+        staying.push((key, machine));
+    }
+    staying.sort_by(|a, b| a.0.cmp(&b.0));
+    let goes = staying.len().saturating_sub(desired);
+    for (_, machine) in staying.into_iter().take(goes) {
+        delete_machine_of(ctx, core, machine).await?;
+    }
+    Ok(())
+}
