@@ -17,7 +17,7 @@ use super::limits::{Capabilities, Limits};
 use super::linkers::Linkers;
 use super::provider::{Callee, LoadedProvider, ProviderPre};
 use super::schema::ConfigSchema;
-use super::world::World;
+use super::world::{World, unversioned};
 use super::{CallError, Error, call};
 
 /// Where a component's bytes come from.
@@ -258,10 +258,7 @@ fn world_of(engine: &Engine, component: &Component) -> Result<World, Error> {
         .map(|(name, _)| name.to_owned())
         .collect();
     for world in [World::Infrastructure, World::Bootstrap, World::Platform] {
-        let Some(export) = exports
-            .iter()
-            .find(|e| e.split('@').next() == Some(world.marker()))
-        else {
+        let Some(export) = exports.iter().find(|e| unversioned(e) == world.marker()) else {
             continue;
         };
         let version = export.rsplit_once('@').map_or("", |(_, v)| v);
@@ -285,8 +282,9 @@ fn granted(engine: &Engine, component: &Component, world: World) -> Result<(), E
     let component_type = component.component_type();
     let mut imports = component_type.imports(engine).map(|(name, _)| name);
     let Some(import) = imports.find(|name| {
-        let unversioned = name.split('@').next().unwrap_or(name);
-        !world.may_import().any(|granted| granted == unversioned)
+        !world
+            .may_import()
+            .any(|granted| granted == unversioned(name))
     }) else {
         return Ok(());
     };

@@ -15,7 +15,7 @@ use super::limits::{Capabilities, Limits};
 use super::schema::ConfigSchema;
 use super::state::CallState;
 use super::types::ProviderInfo;
-use super::world::World;
+use super::world::{World, unversioned};
 
 /// The host interface handing a call its bootstrap token, unversioned.
 const BOOTSTRAP_TOKENS_INTERFACE: &str = "capwasm:provider/bootstrap-tokens";
@@ -29,7 +29,7 @@ fn exports_interface(instance: &InstancePre<CallState>, interface: &str) -> bool
     component
         .component_type()
         .exports(component.engine())
-        .any(|(name, _)| name.split('@').next() == Some(interface))
+        .any(|(name, _)| unversioned(name) == interface)
 }
 
 /// A provider ready to be called. Immutable.
@@ -175,7 +175,7 @@ impl LoadedProvider {
     pub fn takes_bootstrap_tokens(&self) -> bool {
         self.imports()
             .iter()
-            .any(|name| name.split('@').next() == Some(BOOTSTRAP_TOKENS_INTERFACE))
+            .any(|name| unversioned(name) == BOOTSTRAP_TOKENS_INTERFACE)
     }
 
     /// Whether the component exports `pool-machines` (0.1.2 on): only then

@@ -92,6 +92,12 @@ impl World {
     }
 }
 
+/// An interface name without its version (`capwasm:provider/log@0.1.2` →
+/// `capwasm:provider/log`).
+pub(crate) fn unversioned(name: &str) -> &str {
+    name.split('@').next().unwrap_or(name)
+}
+
 impl std::fmt::Display for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
