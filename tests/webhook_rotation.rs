@@ -473,6 +473,27 @@ async fn crd_ca_bundle(client: &kube::Client) -> Option<Vec<u8>> {
         .map(|b| b.0)
 }
 
+/// Once `operator` has pointed the CRDs at itself and the API server
+/// (which takes up a CRD's change on its own time) converts through it: a
+/// readiness that does not wait for the CRDs, and the installed CRDs name a
+/// Service this test has none of. The v1beta1 Cluster made here is `c-first`.
+async fn converting(operator: &OperatorProcess, client: &kube::Client, ns: &str) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while operator
+        .log_lines(|l| l.contains("trust the webhook"))
+        .is_empty()
+    {
+        assert!(Instant::now() < until, "the CRDs were never pointed at the webhook");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cluster = testenv::flows::v1beta1_cluster(ns, "c-first");
+    while let Err(error) = testenv::flows::create_v1beta1(client, ns, &cluster).await {
+        let error = capwasm::report::error_chain(&error);
+        assert!(Instant::now() < until, "the API server never converted: {error}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn an_older_versions_secret_gets_a_kept_ca_trusted_before_it_signs_while_the_api_server_converts()
  {
@@ -512,6 +533,7 @@ async fn an_older_versions_secret_gets_a_kept_ca_trusted_before_it_signs_while_t
     };
     let operator = OperatorProcess::launch(env.management(), &ns, "replica-1", &args, launch).await;
     ready(&operator).await;
+    converting(&operator, &client, &ns).await;
 
     // A v1beta1 Cluster created (converted by the webhook, called by the
     // API server with the CRD's caBundle) every 200 ms, until the Secret
