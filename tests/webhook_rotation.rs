@@ -483,13 +483,19 @@ async fn converting(operator: &OperatorProcess, client: &kube::Client, ns: &str)
         .log_lines(|l| l.contains("trust the webhook"))
         .is_empty()
     {
-        assert!(Instant::now() < until, "the CRDs were never pointed at the webhook");
+        assert!(
+            Instant::now() < until,
+            "the CRDs were never pointed at the webhook"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let cluster = testenv::flows::v1beta1_cluster(ns, "c-first");
     while let Err(error) = testenv::flows::create_v1beta1(client, ns, &cluster).await {
         let error = capwasm::report::error_chain(&error);
-        assert!(Instant::now() < until, "the API server never converted: {error}");
+        assert!(
+            Instant::now() < until,
+            "the API server never converted: {error}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
