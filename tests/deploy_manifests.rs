@@ -405,8 +405,12 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
         .filter(|m| m.kind() == "CustomResourceDefinition")
         .map(|m| m.object.name_any())
         .collect();
-    // Upstream's CRDs serve Cluster and MachinePool.
-    let core = ["clusters.cluster.x-k8s.io", "machinepools.cluster.x-k8s.io"];
+    // Upstream's CRDs serve Cluster, MachinePool and Machine.
+    let core = [
+        "clusters.cluster.x-k8s.io",
+        "machinepools.cluster.x-k8s.io",
+        "machines.cluster.x-k8s.io",
+    ];
     let expected: BTreeSet<String> = self::crds()
         .iter()
         .map(|m| m.object.name_any())

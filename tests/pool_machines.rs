@@ -1,6 +1,7 @@
 //! MachinePool Machines: each instance of a provider that removes instances
 //! one by one (WIT 0.1.2 `pool-machines`, which sim-infrastructure exports)
-//! is a WasmMachine, and under upstream's core a Machine. Deleting one
+//! is a WasmMachine and a Machine, made by either core. Deleting a Machine
+//! drains its Node (evictions a PodDisruptionBudget may refuse) and then
 //! removes exactly its instance, which the pool replaces; a scale-down
 //! removes the instances whose Machines carry `cluster.x-k8s.io/delete-machine`
 //! first.
@@ -11,6 +12,8 @@ use std::time::Duration;
 use capwasm::api::provider::{InstanceState, InstanceStatus};
 use capwasm::api::{WasmMachine, WasmMachinePool};
 use capwasm::simcloud::{InstanceState as CloudState, RunningSimCloud};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
@@ -209,6 +212,12 @@ async fn each_instance_is_a_wasm_machine_and_deleting_one_replaces_exactly_its_i
         Some(CloudState::Running),
         "the instance of the deleted WasmMachine still runs"
     );
+    // Its Machine has nothing left to stand for, and goes too.
+    let core = machines_api(&install.client, &install.ns);
+    wait_for(&core, &victim.name_any(), "its Machine is gone", |m| {
+        m.is_none()
+    })
+    .await;
     let (_, after) = settled(&machines, &apis.infra_pools, 3).await;
     let before_ids = ids(instances.iter().map(|i| &i.id));
     let after_ids = ids(after.iter().map(|i| &i.id));
@@ -453,4 +462,201 @@ async fn core_machines(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The Machines of capwasm's core, and a drain a PodDisruptionBudget holds
+/// up: the Node is cordoned, its Pod stays and so do the WasmMachine and the
+/// instance until the budget allows the eviction; then the Pod, the
+/// instance, the Machine and the Node go, and the pool makes another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_capwasm_core_a_deleted_machine_drains_its_node_as_its_budget_allows_then_its_instance_goes()
+ {
+    let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Capwasm)).await;
+    let (client, ns) = (&install.client, &install.ns);
+    let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
+    let names = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
+    let core = machines_api(client, ns);
+    // One Machine per WasmMachine, of its name, controlled by the pool,
+    // each Running on its Node.
+    let pool_uid = apis.pools.get("pool").await.unwrap().metadata.uid;
+    let listed = running_machines(&core, &machines, &names, pool_uid.as_ref()).await;
+
+    // A Pod on the chosen Machine's Node, whose budget allows no eviction
+    // (its status unset: the API server refuses until one is written).
+    let chosen = listed[0].clone();
+    let chosen_name = chosen.name_any();
+    let node = chosen.data["status"]["nodeRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let instance_id = two_names_id(&machines, &chosen_name).await;
+    let workload = install.env.workload().unwrap().client().unwrap();
+    let app = format!("{ns}-web");
+    let (pods, budgets, budget) = pod_with_budget(&workload, &node, &app).await;
+
+    core.delete(&chosen_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let draining = wait_for(
+        &core,
+        &chosen_name,
+        "the drain is held up by the budget",
+        |m| {
+            m.is_some_and(|m| {
+                m.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["type"] == "Deleting"
+                            && c["reason"] == "DrainingNode"
+                            && c["message"]
+                                .as_str()
+                                .is_some_and(|t| t.contains("disruption budget"))
+                    })
+            })
+        },
+    )
+    .await;
+    println!(
+        "held up: {}",
+        draining.unwrap().data["status"]["conditions"]
+    );
+    let nodes: Api<Node> = Api::all(workload.clone());
+    let cordoned = nodes.get(&node).await.unwrap();
+    assert_eq!(cordoned.spec.unwrap().unschedulable, Some(true), "cordoned");
+    assert!(pods.get_opt(&app).await.unwrap().is_some(), "the Pod stays");
+    let kept = machines.get(&chosen_name).await.unwrap();
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "its WasmMachine waits for the drain"
+    );
+    assert_eq!(
+        cloud_state(&install.cloud, &instance_id),
+        Some(CloudState::Running)
+    );
+
+    // The budget allows one disruption (as the disruption controller would
+    // write it): the Pod is evicted, and everything of the Machine goes.
+    budgets
+        .patch_status(
+            &app,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "observedGeneration": budget.metadata.generation,
+                "disruptionsAllowed": 1,
+                "currentHealthy": 1,
+                "desiredHealthy": 0,
+                "expectedPods": 1,
+            }})),
+        )
+        .await
+        .unwrap();
+    wait_for(&core, &chosen_name, "the drained Machine is gone", |m| {
+        m.is_none()
+    })
+    .await;
+    assert!(
+        pods.get_opt(&app).await.unwrap().is_none(),
+        "the Pod was evicted"
+    );
+    assert!(
+        nodes.get_opt(&node).await.unwrap().is_none(),
+        "its Node was deleted"
+    );
+    assert!(machines.get_opt(&chosen_name).await.unwrap().is_none());
+    assert_ne!(
+        cloud_state(&install.cloud, &instance_id),
+        Some(CloudState::Running)
+    );
+    let (_, refilled) = settled(&machines, &apis.infra_pools, 3).await;
+    assert!(
+        !refilled.iter().any(|i| i.id == instance_id),
+        "{refilled:#?}"
+    );
+    assert_eq!(
+        install.cloud.cloud().total_creations(),
+        4,
+        "instances created"
+    );
+    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+}
+
+/// Waits until core's Machines are one per WasmMachine of `names`, each
+/// controlled by the pool of UID `pool`, Running and Ready on its Node, and
+/// controlling its WasmMachine; returns them.
+async fn running_machines(
+    core: &Api<DynamicObject>,
+    machines: &Api<WasmMachine>,
+    names: &BTreeSet<String>,
+    pool: Option<&String>,
+) -> Vec<DynamicObject> {
+    let listed = core_machines(core, |listed| {
+        ids(listed.iter().map(|m| m.metadata.name.as_ref().unwrap())) == *names
+            && listed.iter().all(|m| {
+                m.data["status"]["phase"] == "Running"
+                    && m.data["status"]["nodeRef"]["name"].is_string()
+            })
+    })
+    .await;
+    for machine in &listed {
+        assert_eq!(
+            machine.data["spec"]["infrastructureRef"]["kind"],
+            "WasmMachine"
+        );
+        assert!(
+            machine
+                .owner_references()
+                .iter()
+                .any(|o| o.kind == "MachinePool"
+                    && o.controller == Some(true)
+                    && Some(&o.uid) == pool),
+            "{machine:?}"
+        );
+        let ready = machine.data["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(ready, "{machine:?}");
+    }
+    for name in names {
+        wait_for(machines, name, "its Machine controls it", |m| {
+            m.is_some_and(|m| {
+                m.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "Machine" && o.controller == Some(true))
+            })
+        })
+        .await;
+    }
+    listed
+}
+
+/// Pod `app` on Node `node` of the workload cluster, in `default`, and a
+/// PodDisruptionBudget of it that allows no eviction yet (no status: the
+/// API server refuses evictions until one is written).
+async fn pod_with_budget(
+    workload: &Client,
+    node: &str,
+    app: &str,
+) -> (Api<Pod>, Api<PodDisruptionBudget>, PodDisruptionBudget) {
+    let pods: Api<Pod> = Api::namespaced(workload.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": app, "labels": {"app": app}},
+        "spec": {"nodeName": node, "containers": [{"name": "web", "image": "web"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload.clone(), "default");
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": app},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
+    }))
+    .unwrap();
+    let budget = budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .unwrap();
+    (pods, budgets, budget)
 }

@@ -15,8 +15,8 @@ use kube::CustomResourceExt;
 use kube::core::crd::{MergeError, merge_crds};
 
 use super::{
-    Cluster, ClusterTemplate, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig,
-    WasmCluster, WasmMachine, WasmMachinePool, v1beta1,
+    Cluster, ClusterTemplate, Machine, MachinePool, PlatformCluster, ProviderModule,
+    WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool, v1beta1,
 };
 
 /// Where the API server sends the `ConversionReview`s of Cluster and MachinePool.
@@ -168,6 +168,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
         Cluster::crd(),
         MachinePool::crd(),
+        Machine::crd(),
         WasmBootstrapConfig::crd(),
         WasmMachinePool::crd(),
         WasmMachine::crd(),

@@ -23,6 +23,7 @@ pub mod tenancy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod v1beta1;
+pub mod wasmmachine;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use conditions::{ConditionStatus, ConditionType, Reason};
@@ -31,13 +32,14 @@ pub use crds::{
     installed_webhook, kustomization as crds_kustomization, published as published_crds,
     to_yaml as crds_yaml, with_conversion_webhook, with_v1beta1 as crds_with_v1beta1,
 };
-pub use machine::WasmMachine;
+pub use machine::Machine;
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
 pub use platform::{ClusterTemplate, PlatformCluster};
 pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
 pub use providermodule::ProviderModule;
 pub use refs::{ApiEndpoint, ContractVersionedObjectReference};
 pub use status::{HasStatus, ObjectStatus};
+pub use wasmmachine::WasmMachine;
 
 /// The Cluster API group of `Cluster` and `MachinePool`.
 pub const CLUSTER_API_GROUP: &str = "cluster.x-k8s.io";
@@ -49,7 +51,7 @@ pub mod labels {
     /// The Cluster an object belongs to (on MachinePools, provider objects, Secrets).
     pub const CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
     /// The MachinePool a Machine or InfraMachine belongs to, as
-    /// [`crate::machine::pool_name_label`] writes its name.
+    /// [`crate::wasmmachine::pool_name_label`] writes its name.
     pub const POOL_NAME: &str = "cluster.x-k8s.io/pool-name";
     /// On a CRD: which of its versions implement the v1beta1 provider contract (`v1alpha1_v1beta1`).
     pub const CONTRACT_V1BETA1: &str = "cluster.x-k8s.io/v1beta1";

@@ -1,52 +1,108 @@
-//! WasmMachine: one instance of a WasmMachinePool, as the InfraMachine of
-//! the Cluster API contract for MachinePool Machines. The WasmMachinePool
-//! controller makes one per instance of a provider that removes instances
-//! one by one (`pool-machines`, WIT 0.1.2), and Cluster API core a Machine
-//! for each; deleting that Machine drains the Node and then deletes the
-//! WasmMachine, whose instance the pool's provider then removes.
+//! `Machine` (`cluster.x-k8s.io/v1beta2`): one machine of a Cluster. capwasm's
+//! own core serves it for the machines of MachinePools whose infrastructure
+//! reports `status.infrastructureMachineKind` (MachinePool Machines): the
+//! MachinePool controller makes one per InfraMachine, owned by the pool, and
+//! the Machine controller finds its Node and, when it is deleted, drains
+//! that Node before the InfraMachine (and so the instance) goes. Field names
+//! and meanings are upstream's.
 
-use base64::Engine as _;
+use k8s_openapi::api::core::v1::NodeSystemInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::provider::{
-    InfrastructureInitialization, InstanceState, MachineAddress, ProviderStatus,
-};
+use super::machinepool::Bootstrap;
+use super::provider::MachineAddress;
+use super::refs::ContractVersionedObjectReference;
 
-/// Finalizer on WasmMachines: the pool's controller removes it once the
-/// provider has removed the instance.
-pub const MACHINE_FINALIZER: &str = "wasmmachine.infrastructure.cluster.x-k8s.io";
+/// The finalizer of the Machine controller (upstream's name).
+pub const FINALIZER: &str = "machine.cluster.x-k8s.io";
+/// Field manager of the Machine controller's writes.
+pub const FIELD_MANAGER: &str = "capwasm-machine";
+/// On a Machine: its Node is not drained when it is deleted (upstream's).
+pub const EXCLUDE_NODE_DRAINING: &str = "machine.cluster.x-k8s.io/exclude-node-draining";
 
-/// WasmMachineSpec: which instance of its pool it is.
+/// MachineSpec: which Cluster, which infrastructure.
 // kube's printcolumn(..) entries repeat the same keys by design.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1alpha1",
-    kind = "WasmMachine",
-    doc = "One instance of a WasmMachinePool: the infrastructure machine of a MachinePool Machine.",
-    plural = "wasmmachines",
-    shortname = "wm",
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "Machine",
+    doc = "One machine of a Cluster (Cluster API v1beta2); capwasm's core serves those of MachinePools.",
+    plural = "machines",
+    shortname = "ma",
     category = "cluster-api",
     namespaced,
-    status = "WasmMachineStatus",
-    // v1beta2 only: its failure domain is in status, where v1beta2 reads it.
-    label("cluster.x-k8s.io/v1beta2", "v1alpha1"),
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels.cluster\\.x-k8s\\.io/cluster-name", description = "Cluster"),
-    printcolumn(name = "Pool", type_ = "string", json_path = ".metadata.labels.cluster\\.x-k8s\\.io/pool-name", description = "MachinePool"),
-    printcolumn(name = "ProviderID", type_ = "string", json_path = ".spec.providerID", description = "The instance's providerID"),
-    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "The instance's state"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time since creation")
+    status = "MachineStatus",
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterName",
+        description = "Cluster"
+    ),
+    printcolumn(
+        name = "NodeName",
+        type_ = "string",
+        json_path = ".status.nodeRef.name",
+        description = "The Node of the machine"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+        description = "The machine's Node is Ready"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Paused")].status"#,
+        description = "Reconciliation paused",
+        priority = 10
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Machine status such as Provisioning/Running/Deleting"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.version",
+        description = "Kubernetes version"
+    )
 )]
 #[serde(rename_all = "camelCase")]
-pub struct WasmMachineSpec {
-    /// The provider's id of the instance in its pool.
-    #[serde(rename = "instanceID")]
+pub struct MachineSpec {
+    /// The Cluster the machine belongs to. Immutable.
+    #[schemars(length(min = 1, max = 63), extend("x-kubernetes-validations" = [
+        {"rule": "self == oldSelf", "message": "clusterName is immutable"},
+    ]))]
+    pub cluster_name: String,
+
+    /// Where its bootstrap data comes from; a MachinePool's machine has
+    /// none of its own (its pool's config bootstraps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+
+    /// The InfraMachine (a WasmMachine, say).
+    pub infrastructure_ref: ContractVersionedObjectReference,
+
+    /// The Kubernetes version it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
-    pub instance_id: String,
-    /// The providerID the instance's Node reports (InfraMachine contract).
+    pub version: Option<String>,
+
+    /// Its Node's `spec.providerID`, copied from the InfraMachine.
     #[serde(
         rename = "providerID",
         default,
@@ -54,87 +110,108 @@ pub struct WasmMachineSpec {
     )]
     #[schemars(length(min = 1, max = 512))]
     pub provider_id: Option<String>,
-}
 
-/// WasmMachineStatus, per the InfraMachine contract.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct WasmMachineStatus {
-    /// The instance runs (v1beta1 contract).
-    #[serde(default)]
-    pub ready: bool,
-    /// v1beta2 contract milestones: provisioned once the instance runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub initialization: Option<InfrastructureInitialization>,
-    /// The instance's state as its provider last reported it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<InstanceState>,
     /// Where it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
     pub failure_domain: Option<String>,
-    /// Its addresses.
+
+    /// Timeouts of its deletion: the drain, the Node's deletion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion: Option<MachineDeletionSpec>,
+}
+
+/// Timeouts of a Machine's deletion; unset or 0, no timeout.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeletionSpec {
+    /// How long the drain of its Node may take, from its start; past it,
+    /// the Pods left are not evicted and the deletion goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub node_drain_timeout_seconds: Option<i32>,
+    /// How long the deletion may retry deleting its Node, from the deletion
+    /// request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub node_deletion_timeout_seconds: Option<i32>,
+}
+
+/// MachineStatus: what the Machine controller observed.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    /// Available, Ready, InfrastructureReady, NodeReady, NodeHealthy,
+    /// Deleting, Paused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub conditions: Vec<Condition>,
+    /// Milestones of its provisioning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<MachineInitializationStatus>,
+    /// Its Node in the workload cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ref: Option<MachineNodeReference>,
+    /// What its Node reports of itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeSystemInfo>,
+    /// Pending, Provisioning, Provisioned, Running, Deleting, Deleted or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Its addresses, copied from the InfraMachine.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub addresses: Vec<MachineAddress>,
-    /// What every provider object reports.
-    #[serde(flatten)]
-    pub common: ProviderStatus,
+    /// How its deletion went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion: Option<MachineDeletionStatus>,
+    /// The generation last reconciled without error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
-impl WasmMachine {
-    /// The WasmMachinePool owning it, by owner reference.
-    pub fn pool_owner(
-        &self,
-    ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
-        self.metadata.owner_references.iter().flatten().find(|o| {
-            o.kind == "WasmMachinePool"
-                && o.api_version
-                    .starts_with("infrastructure.cluster.x-k8s.io/")
-        })
-    }
+/// Milestones of a Machine's provisioning.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineInitializationStatus {
+    /// Its bootstrap data exists (a pool's machine: its pool's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_data_secret_created: Option<bool>,
+    /// Its InfraMachine says it is provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_provisioned: Option<bool>,
 }
 
-/// The value of the `cluster.x-k8s.io/pool-name` label for MachinePool
-/// `name`, as Cluster API writes it: the name when it is a valid label
-/// value, else `hash_<base64url of its FNV-1a 32>_z` (upstream's
-/// `format.MustFormatValue`, which core lists InfraMachines by).
-pub fn pool_name_label(name: &str) -> String {
-    if is_label_value(name) {
-        return name.to_owned();
-    }
-    let hash = name.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    });
-    format!(
-        "hash_{}_z",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hash.to_be_bytes())
-    )
+/// A Machine's Node, by name.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineNodeReference {
+    /// The Node's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
-/// A valid Kubernetes label value: at most 63 characters of `[A-Za-z0-9._-]`,
-/// beginning and ending alphanumeric, or empty.
-fn is_label_value(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    bytes.is_empty()
-        || (bytes.len() <= 63
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(b))
-            && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-            && bytes.last().is_some_and(u8::is_ascii_alphanumeric))
+/// When a Machine's deletion began each of its waits.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeletionStatus {
+    /// When the drain of its Node began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_drain_start_time: Option<Time>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pool_names_that_are_label_values_are_kept_and_others_hashed_as_upstream_does() {
-        assert_eq!(pool_name_label("pool-a"), "pool-a");
-        assert_eq!(pool_name_label(""), "");
-        // What Go's format.MustFormatValue answers for these.
-        assert_eq!(pool_name_label(&"p".repeat(64)), "hash_X-hqxQ_z");
-        assert_eq!(pool_name_label("-a"), "hash_ZM2IGw_z");
-        assert_eq!(pool_name_label(&"p".repeat(63)), "p".repeat(63));
+impl Machine {
+    /// The MachinePool owning it (controller owner reference), by name.
+    pub fn pool_owner(&self) -> Option<&str> {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| {
+                o.kind == "MachinePool"
+                    && o.controller == Some(true)
+                    && o.api_version.split('/').next() == Some(super::CLUSTER_API_GROUP)
+            })
+            .map(|o| o.name.as_str())
     }
 }

@@ -5,13 +5,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;
 
 use super::cluster::ClusterStatus;
+use super::machine::MachineStatus;
 use super::machinepool::MachinePoolStatus;
 use super::platform::PlatformClusterStatus;
 use super::provider::{WasmBootstrapConfigStatus, WasmClusterStatus, WasmMachinePoolStatus};
 use super::providermodule::ProviderModuleStatus;
 use super::{
-    Cluster, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig, WasmCluster,
-    WasmMachinePool,
+    Cluster, Machine, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig,
+    WasmCluster, WasmMachinePool,
 };
 
 /// The most a status the host fills with what a provider returned may
@@ -93,6 +94,8 @@ object_status! {
     Cluster => ClusterStatus, conditions: conditions, generation: observed_generation,
         phase: |s| s.phase.as_deref();
     MachinePool => MachinePoolStatus, conditions: conditions, generation: observed_generation,
+        phase: |s| s.phase.as_deref();
+    Machine => MachineStatus, conditions: conditions, generation: observed_generation,
         phase: |s| s.phase.as_deref();
     ProviderModule => ProviderModuleStatus, conditions: conditions, generation: observed_generation,
         phase: |s| s.phase.as_deref();

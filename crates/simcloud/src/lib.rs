@@ -39,6 +39,7 @@ mod error;
 mod faults;
 mod inventory;
 mod nodes;
+mod pods;
 mod server;
 
 pub use api::{

@@ -21,7 +21,7 @@ use super::cloud::SimCloud;
 use super::error::Error;
 use super::faults::{Fault, HANG};
 use super::inventory::{Created, Refusal};
-use super::nodes;
+use super::{nodes, pods};
 use capwasm_runtime::report::error_chain;
 
 /// How long a client is told to wait when the cloud is full: about as long
@@ -45,7 +45,8 @@ impl SimCloud {
             // In this task, not a spawned one, so that it stops with the server.
             Some(client) => tokio::select! {
                 served = served => served,
-                () = nodes::keep_in_step(self, client) => Ok(()),
+                () = nodes::keep_in_step(self, client.clone()) => Ok(()),
+                () = pods::finish_deletions(client) => Ok(()),
             },
             None => served.await,
         };

@@ -47,6 +47,10 @@ pub enum ConditionType {
     TemplateAccepted,
     /// A PlatformCluster's objects are applied as its provider rendered them.
     Composed,
+    /// A Machine's Node is Ready.
+    NodeReady,
+    /// A Machine's Node is Ready and under no pressure.
+    NodeHealthy,
 }
 
 impl ConditionType {
@@ -68,6 +72,8 @@ impl ConditionType {
         Self::Throttled,
         Self::TemplateAccepted,
         Self::Composed,
+        Self::NodeReady,
+        Self::NodeHealthy,
     ];
 
     /// The type named `name`, if capwasm writes it.
@@ -94,6 +100,8 @@ impl ConditionType {
             Self::Throttled => "Throttled",
             Self::TemplateAccepted => "TemplateAccepted",
             Self::Composed => "Composed",
+            Self::NodeReady => "NodeReady",
+            Self::NodeHealthy => "NodeHealthy",
         }
     }
 }

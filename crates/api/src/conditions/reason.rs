@@ -230,6 +230,19 @@ reasons! {
     WaitingForClusterDeletion,
     /// A PlatformCluster waits for the rest of its objects to be gone.
     WaitingForObjectsDeletion,
+    /// A Machine has no providerID or Node yet.
+    WaitingForNode,
+    /// A Machine's Node is gone, or was never found.
+    NodeDoesNotExist,
+    /// A Machine being deleted drains its Node: cordoned, its Pods evicted.
+    DrainingNode,
+    /// A Machine's Node was drained.
+    SuccessfulDrainNode,
+    /// A Machine's Node could not be drained (the eviction API failed).
+    FailedDrainNode,
+    /// A Machine's Node drain passed its `nodeDrainTimeoutSeconds`: the
+    /// Pods left were not evicted.
+    NodeDrainTimedOut,
 }
 
 impl Reason {
@@ -289,6 +302,9 @@ impl Reason {
                 | Self::ObjectContested
                 | Self::PhaseTimedOut
                 | Self::BootstrapTokenMissing
+                | Self::NodeDoesNotExist
+                | Self::FailedDrainNode
+                | Self::NodeDrainTimedOut
         )
     }
 }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod external;
 mod finalizer;
 pub mod infrastructure;
+pub mod machine;
 pub mod machinepool;
 pub mod metrics;
 pub mod outcome;
@@ -36,7 +37,7 @@ pub use write::Scoped;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::FutureExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 
 pub use cache::Caches;
 pub use config::{ConfigError, ConfigSchemas};
@@ -80,7 +81,11 @@ pub async fn run(
         platform::CONTROLLER,
     ];
     if core {
-        names.extend([cluster::CONTROLLER, machinepool::CONTROLLER]);
+        names.extend([
+            cluster::CONTROLLER,
+            machinepool::CONTROLLER,
+            machine::CONTROLLER,
+        ]);
     }
     for name in names {
         ctx.metrics
@@ -96,13 +101,25 @@ pub async fn run(
     );
     let controllers = match which {
         Controllers::Providers => providers.map(drop).boxed(),
-        Controllers::All => futures::future::join3(
-            providers,
-            cluster::run(ctx.clone(), clusters, shutdown.clone()),
-            machinepool::run(ctx.clone(), pools, nodes, shutdown.clone()),
-        )
-        .map(drop)
-        .boxed(),
+        Controllers::All => {
+            // Each Node change goes to the pools and to the Machines.
+            let (to_pools, of_pools) = futures::channel::mpsc::unbounded();
+            let (to_machines, of_machines) = futures::channel::mpsc::unbounded();
+            let fan_out = nodes.take_until(shutdown.clone()).for_each(move |event| {
+                let _ = to_machines.unbounded_send(event.clone());
+                let _ = to_pools.unbounded_send(event);
+                futures::future::ready(())
+            });
+            futures::future::join5(
+                providers,
+                cluster::run(ctx.clone(), clusters, shutdown.clone()),
+                machinepool::run(ctx.clone(), pools, of_pools, shutdown.clone()),
+                machine::run(ctx.clone(), of_machines, shutdown.clone()),
+                fan_out,
+            )
+            .map(drop)
+            .boxed()
+        }
     };
     let caches = ctx.caches.run(&ctx.metrics, core);
     let started = async {

@@ -19,7 +19,8 @@ use kube::core::PartialObjectMeta;
 use sha2::{Digest as _, Sha256};
 
 use crate::api::{
-    Cluster, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool, labels,
+    Cluster, Machine, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool,
+    labels,
 };
 
 /// Which share of the fleet this process reconciles.
@@ -159,6 +160,12 @@ impl OfCluster for Cluster {
 }
 
 impl OfCluster for MachinePool {
+    fn cluster_name(&self) -> Option<&str> {
+        Some(&self.spec.cluster_name)
+    }
+}
+
+impl OfCluster for Machine {
     fn cluster_name(&self) -> Option<&str> {
         Some(&self.spec.cluster_name)
     }

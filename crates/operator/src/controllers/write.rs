@@ -169,6 +169,7 @@ macro_rules! namespaced {
 namespaced!(
     crate::api::Cluster,
     crate::api::MachinePool,
+    crate::api::Machine,
     crate::api::WasmBootstrapConfig,
     crate::api::WasmMachinePool,
     crate::api::WasmMachine,

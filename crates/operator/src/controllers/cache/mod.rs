@@ -33,8 +33,9 @@ pub use shared::{Cache, Events, Keep, Reader};
 use super::metrics::Metrics;
 use super::shard::{OfCluster, Shard};
 use crate::api::{
-    Cluster, ClusterTemplate, ContractVersionedObjectReference, MachinePool, PlatformCluster,
-    ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool, labels,
+    Cluster, ClusterTemplate, ContractVersionedObjectReference, Machine, MachinePool,
+    PlatformCluster, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachine,
+    WasmMachinePool, labels,
 };
 
 /// Every cache the controllers read.
@@ -51,6 +52,8 @@ pub struct Caches {
     pub infra_clusters: Cache<WasmCluster>,
     /// WasmMachines.
     pub infra_machines: Cache<WasmMachine>,
+    /// Machines (standalone mode: capwasm's core serves them).
+    pub machines: Cache<Machine>,
     /// ProviderModules.
     pub modules: Cache<ProviderModule>,
     /// PlatformClusters.
@@ -80,6 +83,10 @@ pub struct Caches {
     pub infra_pools_by_cluster: Index<WasmMachinePool>,
     /// WasmMachines by `<namespace>/<name>` of the WasmMachinePool owning them.
     pub infra_machines_by_pool: Index<WasmMachine>,
+    /// Machines by `<namespace>/<name>` of the MachinePool controlling them.
+    pub machines_by_pool: Index<Machine>,
+    /// Machines by `<namespace>/<cluster>/<providerID>`: whose Node changed.
+    pub machines_by_provider_id: Index<Machine>,
     /// The shard whose objects the caches of a Cluster's objects hold.
     pub shard: Shard,
 }
@@ -113,6 +120,8 @@ impl Caches {
         let configs_by_cluster = Index::new(by_cluster_label::<WasmBootstrapConfig>, ());
         let infra_pools_by_cluster = Index::new(by_cluster_label::<WasmMachinePool>, ());
         let infra_machines_by_pool = Index::new(by_pool_owner, ());
+        let machines_by_pool = Index::new(by_controlling_pool, ());
+        let machines_by_provider_id = Index::new(by_provider_id, ());
         Self {
             clusters: sharded(typed(client), shard).indexed(&clusters_by_reference),
             pools: sharded(typed(client), shard)
@@ -122,6 +131,9 @@ impl Caches {
             infra_pools: sharded(typed(client), shard).indexed(&infra_pools_by_cluster),
             infra_clusters: sharded(typed(client), shard),
             infra_machines: sharded(typed(client), shard).indexed(&infra_machines_by_pool),
+            machines: sharded(typed(client), shard)
+                .indexed(&machines_by_pool)
+                .indexed(&machines_by_provider_id),
             modules: typed(client),
             platforms: typed(client),
             templates: typed(client),
@@ -141,6 +153,8 @@ impl Caches {
             configs_by_cluster,
             infra_pools_by_cluster,
             infra_machines_by_pool,
+            machines_by_pool,
+            machines_by_provider_id,
             shard,
         }
     }
@@ -164,6 +178,9 @@ impl Caches {
         ];
         if core {
             feeds.push(futures::FutureExt::boxed(self.crds.run(metrics.clone())));
+            feeds.push(futures::FutureExt::boxed(
+                self.machines.run(metrics.clone()),
+            ));
         }
         async move {
             futures::future::join_all(feeds).await;
@@ -188,7 +205,7 @@ impl Caches {
             self.namespaces.ready(),
         );
         if core {
-            self.crds.ready().await;
+            futures::join!(self.crds.ready(), self.machines.ready());
         }
     }
 }
@@ -341,6 +358,26 @@ fn by_pool_owner(machine: &WasmMachine) -> Vec<String> {
     machine
         .pool_owner()
         .map(|o| cluster_key(machine, &o.name))
+        .into_iter()
+        .collect()
+}
+
+/// `<namespace>/<name>` of the MachinePool controlling a Machine.
+fn by_controlling_pool(machine: &Machine) -> Vec<String> {
+    machine
+        .pool_owner()
+        .map(|pool| cluster_key(machine, pool))
+        .into_iter()
+        .collect()
+}
+
+/// `<namespace>/<cluster>/<providerID>` of a Machine with a providerID.
+fn by_provider_id(machine: &Machine) -> Vec<String> {
+    machine
+        .spec
+        .provider_id
+        .as_ref()
+        .map(|id| format!("{}/{id}", cluster_key(machine, &machine.spec.cluster_name)))
         .into_iter()
         .collect()
 }

@@ -134,6 +134,7 @@ impl Own {
             Self::of(&caches.configs),
             Self::of(&caches.infra_pools),
             Self::of(&caches.infra_clusters),
+            Self::of(&caches.infra_machines),
         ]
     }
 

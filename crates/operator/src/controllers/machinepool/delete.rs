@@ -111,7 +111,7 @@ fn node_deletion_timed_out(scope: &Scope<MachinePool>) -> bool {
 }
 
 /// As upstream: a timeout that is unset or not positive never passes.
-fn timeout_passed(
+pub(crate) fn timeout_passed(
     requested: Option<Timestamp>,
     timeout_seconds: Option<i32>,
     now: Timestamp,

@@ -58,6 +58,11 @@ pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcom
     };
     let ready = external::contract_flag(&object, resolved.contract, "provisioned", "ready");
     scope.found.infrastructure_ready = ready;
+    scope.found.infrastructure_machines =
+        external::status_field(&object, &["infrastructureMachineKind"])
+            .and_then(Value::as_str)
+            .filter(|kind| !kind.is_empty())
+            .map(|kind| (resolved.clone(), kind.to_owned()));
     scope.set(
         Mirror {
             type_: ConditionType::InfrastructureReady,

@@ -5,6 +5,7 @@
 mod bootstrap;
 mod delete;
 mod infrastructure;
+mod machines;
 mod noderefs;
 mod phase;
 mod reconcile;
@@ -28,6 +29,8 @@ use super::watches;
 use crate::api::MachinePool;
 use crate::workload::NodeEvent;
 
+pub(crate) use delete::timeout_passed;
+pub(crate) use noderefs::delete_nodes;
 pub use phase::Phase;
 
 /// The controller's name in metrics and logs.

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt as _;
 
 use super::scope::Found;
-use super::{CONTROLLER, bootstrap, delete, infrastructure, noderefs, spec, summary};
+use super::{CONTROLLER, bootstrap, delete, infrastructure, machines, noderefs, spec, summary};
 use crate::api::machinepool::{FIELD_MANAGER, FINALIZER};
 use crate::api::{CLUSTER_API_VERSION, Cluster, ConditionType, MachinePool, labels};
 use crate::controllers::context::Context;
@@ -31,6 +31,7 @@ impl Reconciler for MachinePool {
         bootstrap::run,
         infrastructure::run,
         noderefs::run,
+        machines::run,
         spec::run,
     ];
     const DELETE_PHASES: &'static [Phase<Self>] =

@@ -27,6 +27,9 @@ pub struct Found {
     pub infrastructure_ready: bool,
     /// The bootstrap config and infrastructure object are gone (delete phase).
     pub references_gone: bool,
+    /// The infrastructure pool's kind, and the kind of its InfraMachines
+    /// (`status.infrastructureMachineKind`), if it reports one.
+    pub infrastructure_machines: Option<(Resolved, String)>,
 }
 
 impl Scope<MachinePool> {

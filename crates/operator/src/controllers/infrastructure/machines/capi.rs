@@ -13,8 +13,8 @@ use kube::api::{
 };
 
 use super::{CONTROLLER, KIND, up};
-use crate::api::machine::pool_name_label;
 use crate::api::provider::{InstanceState, InstanceStatus};
+use crate::api::wasmmachine::pool_name_label;
 use crate::api::{CLUSTER_API_GROUP, MachinePool, WasmMachine, annotations, labels};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -113,36 +113,62 @@ pub async fn delete_machine_of(
     core: &mut CoreMachines<'_>,
     machine: &WasmMachine,
 ) -> Result<(), Error> {
+    if delete_core_machine_of(ctx, core, machine).await? {
+        return Ok(());
+    }
     let namespace = machine.namespace().unwrap_or_default();
-    let params = |uid: Option<String>| DeleteParams {
+    let result = Api::<WasmMachine>::namespaced(ctx.client.clone(), &namespace)
+        .delete(&machine.name_any(), &precondition(machine.uid()))
+        .await
+        .map(drop);
+    deleted(ctx, result, "WasmMachine", machine.name_any())
+}
+
+/// Deletes `machine`'s Machine, if core made one and it is not going
+/// already. Whether there was one.
+pub async fn delete_core_machine_of(
+    ctx: &Context,
+    core: &mut CoreMachines<'_>,
+    machine: &WasmMachine,
+) -> Result<bool, Error> {
+    let Some((name, uid, going)) = core.of(ctx, machine).await?.map(|m| {
+        (
+            m.name_any(),
+            m.uid(),
+            m.metadata.deletion_timestamp.is_some(),
+        )
+    }) else {
+        return Ok(false);
+    };
+    if !going {
+        let namespace = machine.namespace().unwrap_or_default();
+        let result = machines_api(ctx, &namespace)
+            .delete(&name, &precondition(uid))
+            .await
+            .map(drop);
+        deleted(ctx, result, "Machine", name)?;
+    }
+    Ok(true)
+}
+
+/// A background deletion of the object of UID `uid` only.
+fn precondition(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
         preconditions: Some(Preconditions {
             uid,
             resource_version: None,
         }),
         ..DeleteParams::background()
-    };
-    let core_machine = core
-        .of(ctx, machine)
-        .await?
-        .map(|m| (m.name_any(), m.uid()));
-    let (result, what, name) = match core_machine {
-        Some((name, uid)) => (
-            machines_api(ctx, &namespace)
-                .delete(&name, &params(uid))
-                .await
-                .map(drop),
-            "Machine",
-            name,
-        ),
-        None => (
-            Api::<WasmMachine>::namespaced(ctx.client.clone(), &namespace)
-                .delete(&machine.name_any(), &params(machine.uid()))
-                .await
-                .map(drop),
-            "WasmMachine",
-            machine.name_any(),
-        ),
-    };
+    }
+}
+
+/// The deletion's `result`, counted; gone already is fine.
+fn deleted(
+    ctx: &Context,
+    result: Result<(), kube::Error>,
+    what: &'static str,
+    name: String,
+) -> Result<(), Error> {
     match result {
         Ok(()) => {
             ctx.metrics.write(CONTROLLER, "delete");

@@ -13,8 +13,10 @@ use sha2::Digest as _;
 
 use super::capi::{self, CoreMachines};
 use super::{AUTHOR, CONTROLLER, up};
-use crate::api::machine::{MACHINE_FINALIZER, WasmMachineSpec, WasmMachineStatus, pool_name_label};
 use crate::api::provider::{InfrastructureInitialization, InstanceState, InstanceStatus};
+use crate::api::wasmmachine::{
+    MACHINE_FINALIZER, WasmMachineSpec, WasmMachineStatus, pool_name_label,
+};
 use crate::api::{MachinePool, WasmMachine, WasmMachinePool, labels};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -110,6 +112,9 @@ pub async fn sync(
         let instance = by_id.get(machine.spec.instance_id.as_str());
         if machine.metadata.deletion_timestamp.is_some() {
             if instance.is_none() {
+                // Deleted by hand, not through its Machine: that goes too,
+                // as a pool's Machine of an instance gone does.
+                capi::delete_core_machine_of(ctx, core, machine).await?;
                 finalizer::remove(ctx, CONTROLLER, &**machine, MACHINE_FINALIZER).await?;
             }
             continue;
