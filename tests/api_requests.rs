@@ -25,9 +25,10 @@ const REST: Duration = Duration::from_secs(10);
 
 /// The kinds the operator watches: reading one from the server is a read
 /// its cache should have served.
-const WATCHED: [&str; 7] = [
+const WATCHED: [&str; 8] = [
     "clusters",
     "machinepools",
+    "machines",
     "wasmbootstrapconfigs",
     "wasmmachinepools",
     "wasmmachines",

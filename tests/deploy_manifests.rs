@@ -1099,6 +1099,7 @@ async fn an_operator_without_permissions_counts_its_failed_watches() {
     let metrics = &stack.context.metrics;
     let resources = [
         "machinepools",
+        "machines",
         "clusters",
         "providermodules",
         "wasmbootstrapconfigs",

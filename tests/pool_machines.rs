@@ -648,6 +648,13 @@ async fn pod_with_budget(
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
+    // Running (the simulated kubelet says so): a Pending Pod is evicted
+    // whatever its budget says.
+    wait_for(&pods, app, "the Pod runs", |p| {
+        p.and_then(|p| p.status.as_ref())
+            .is_some_and(|s| s.phase.as_deref() == Some("Running"))
+    })
+    .await;
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload.clone(), "default");
     let budget: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": app},

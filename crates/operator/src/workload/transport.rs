@@ -6,14 +6,16 @@
 
 use std::time::Duration;
 
+use http::{Request, Response};
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use kube::client::retry::RetryPolicy;
-use kube::client::{ClientBuilder, ConfigExt as _};
+use kube::client::{Body, ClientBuilder, ConfigExt as _};
 use kube::{Client, Config};
+use tower::BoxError;
 use tower::ServiceBuilder;
-use tower::retry::RetryLayer;
+use tower::retry::{Policy, RetryLayer};
 
 use super::bounded::BoundedLayer;
 
@@ -58,7 +60,7 @@ pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
         .option_layer(
             config
                 .default_retry
-                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+                .then(|| RetryLayer::new(NotEvictions(RetryPolicy::server_retry()))),
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
@@ -66,4 +68,44 @@ pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
         .map_err(tower::BoxError::from)
         .service(http);
     Ok(ClientBuilder::new(service, config.default_namespace).build())
+}
+
+/// kube's retry of 429, 503 and 504, but not of evictions: an eviction's
+/// 429 is a PodDisruptionBudget's refusal, which the drain looks at again
+/// on its own time, not a server asking to be called again in a moment.
+#[derive(Clone)]
+struct NotEvictions(RetryPolicy);
+
+/// Whether `request` is an eviction (kube marks each request with its verb).
+fn is_eviction(request: &Request<Body>) -> bool {
+    request.extensions().get::<&'static str>() == Some(&"evict")
+}
+
+impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for NotEvictions {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        request: &mut Request<Body>,
+        result: &mut Result<Response<Res>, BoxError>,
+    ) -> Option<Self::Future> {
+        if is_eviction(request) {
+            return None;
+        }
+        <RetryPolicy as Policy<Request<Body>, Response<Res>, BoxError>>::retry(
+            &mut self.0,
+            request,
+            result,
+        )
+    }
+
+    fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
+        if is_eviction(request) {
+            return None;
+        }
+        <RetryPolicy as Policy<Request<Body>, Response<Res>, BoxError>>::clone_request(
+            &mut self.0,
+            request,
+        )
+    }
 }
