@@ -170,17 +170,9 @@ pub struct MachineStatus {
     pub observed_generation: Option<i64>,
 }
 
-/// Milestones of a Machine's provisioning.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineInitializationStatus {
-    /// Its bootstrap data exists (a pool's machine: its pool's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bootstrap_data_secret_created: Option<bool>,
-    /// Its InfraMachine says it is provisioned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub infrastructure_provisioned: Option<bool>,
-}
+/// Milestones of a Machine's provisioning: its bootstrap data exists (a
+/// pool's machine: its pool's), its InfraMachine says it is provisioned.
+pub type MachineInitializationStatus = super::machinepool::MachinePoolInitializationStatus;
 
 /// A Machine's Node, by name.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]

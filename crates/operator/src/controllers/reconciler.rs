@@ -235,6 +235,20 @@ impl<K: Reconciler> Scope<K> {
     }
 }
 
+/// Cluster `name` of `namespace`, from the cache: what a kind naming its
+/// Cluster in `spec.clusterName` returns from [`Reconciler::cluster`].
+pub fn cluster_named(
+    ctx: &Context,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<Arc<Cluster>>, Error> {
+    ctx.caches
+        .clusters
+        .get(namespace, name)
+        .map(Some)
+        .ok_or_else(|| Error::ClusterNotFound(name.to_owned()))
+}
+
 /// Reconciles `object` of kind `K` (the controller's reconcile function).
 #[instrument(name = "reconcile", skip_all, fields(controller = K::CONTROLLER, object.ref = %ObjectRef::from_obj(&*object)))]
 pub async fn reconcile<K: Reconciler>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {

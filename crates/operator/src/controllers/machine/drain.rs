@@ -4,7 +4,7 @@
 //! `cluster.x-k8s.io/drain=skip`) evicted through the Eviction API, which
 //! refuses what a PodDisruptionBudget does not allow; then a look again
 //! every [`RETRY`] until none is left, or `nodeDrainTimeoutSeconds` passed.
-//! Not drained: a Machine of a Cluster being deleted, or without a Node, or
+//! Not drained: a Machine of a Cluster being deleted or gone, or without a Node, or
 //! annotated `machine.cluster.x-k8s.io/exclude-node-draining`, or whose
 //! InfraMachine is gone or going already.
 
@@ -42,7 +42,7 @@ pub async fn run(scope: &mut Scope<Machine>, ctx: &Context) -> Result<Outcome, E
     scope.found.keep_node = scope
         .cluster
         .as_ref()
-        .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
     let node = scope.status.node_ref.as_ref().map(|r| r.name.clone());
     let Some(node) = node.filter(|_| !scope.found.keep_node) else {
         scope.found.drained = true;

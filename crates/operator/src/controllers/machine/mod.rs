@@ -36,7 +36,7 @@ pub struct Found {
     pub drained: bool,
     /// The InfraMachine is gone (delete phase).
     pub infrastructure_gone: bool,
-    /// The Node stays: its Cluster is being deleted (delete phase).
+    /// The Node stays: its Cluster is being deleted or gone (delete phase).
     pub keep_node: bool,
 }
 

@@ -14,7 +14,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::finalizer::Required;
 use crate::controllers::outcome::Outcome;
-use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::reconciler::{Phase, Reconciler, Scope, cluster_named};
 use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 
@@ -32,13 +32,15 @@ impl Reconciler for Machine {
         shard.role(self)
     }
 
+    /// A Machine being deleted goes without its Cluster too (upstream's):
+    /// there is then no Node to drain or delete.
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
-        let name = &self.spec.cluster_name;
-        ctx.caches
-            .clusters
-            .get(self.namespace().as_deref(), name)
-            .map(Some)
-            .ok_or_else(|| Error::ClusterNotFound(name.clone()))
+        match cluster_named(ctx, self.namespace().as_deref(), &self.spec.cluster_name) {
+            Err(Error::ClusterNotFound(_)) if self.metadata.deletion_timestamp.is_some() => {
+                Ok(None)
+            }
+            found => found,
+        }
     }
 
     /// The cluster-name label; a pool's Machine has its pool as controller.

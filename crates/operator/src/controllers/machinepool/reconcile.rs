@@ -17,7 +17,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::finalizer::Required;
 use crate::controllers::outcome::Outcome;
-use crate::controllers::reconciler::{Phase, Reconciler, Scope};
+use crate::controllers::reconciler::{Phase, Reconciler, Scope, cluster_named};
 use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 
@@ -42,12 +42,7 @@ impl Reconciler for MachinePool {
     }
 
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
-        let name = &self.spec.cluster_name;
-        ctx.caches
-            .clusters
-            .get(self.namespace().as_deref(), name)
-            .map(Some)
-            .ok_or_else(|| Error::ClusterNotFound(name.clone()))
+        cluster_named(ctx, self.namespace().as_deref(), &self.spec.cluster_name)
     }
 
     /// The cluster-name label, and the Cluster as (non-controller) owner.
