@@ -22,24 +22,27 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use tracing::instrument;
 
+mod scope;
+mod status;
+
+pub use scope::Scope;
+use status::{write_status, write_summary};
+
 use super::context::Context;
 use super::error::{Error, Retry};
 use super::finalizer::{self, Required};
 use super::metrics::ReconcileResult;
-use super::outcome::{self, Outcome, Wait};
+use super::outcome::{self, Outcome};
 use super::shard::{Role, Shard};
-use super::write::{self, Writable};
-use crate::api::conditions::{self, Desired};
-use crate::api::{Cluster, ConditionType, HasStatus, ObjectStatus, Reason};
+use super::write::Writable;
+use crate::api::conditions::Desired;
+use crate::api::{Cluster, ConditionType, HasStatus, Reason};
 
 /// One phase: `async fn(&mut Scope<K>, &Context) -> Result<Outcome, Error>`,
 /// boxed by [`phases!`](crate::phases).
@@ -120,119 +123,6 @@ pub trait Reconciler: HasStatus + Writable + Serialize {
 
     /// Derived status (phase, summary conditions) once the phases ran.
     fn summarize(scope: &mut Scope<Self>, ctx: &Context, results: &[Result<Outcome, Error>]);
-}
-
-/// What one reconcile works on.
-pub struct Scope<K: Reconciler> {
-    /// The object, as cached when the reconcile began.
-    pub object: Arc<K>,
-    /// Its Cluster, as cached.
-    pub cluster: Option<Arc<Cluster>>,
-    /// The status being computed, from the object's.
-    pub status: K::Status,
-    /// What the phases found.
-    pub found: K::Found,
-    /// When the reconcile began (for condition transitions).
-    pub now: Time,
-    /// A phase wrote to another object what brings this one back (an
-    /// adoption): its status waits for that reconcile, which sees the
-    /// write, and is written once instead of twice.
-    pub defer_status: bool,
-    /// The generation a phase's write of the object's spec made: the status
-    /// computed with it is of that generation.
-    pub written_generation: Option<i64>,
-    /// Another shard writes the object: the phases run for their effect
-    /// on this process, and announce nothing.
-    pub read_only: bool,
-}
-
-impl<K: Reconciler> Scope<K> {
-    pub(crate) fn new(object: Arc<K>, cluster: Option<Arc<Cluster>>) -> Self {
-        Self {
-            status: object.status().cloned().unwrap_or_default(),
-            cluster,
-            object,
-            found: K::Found::default(),
-            now: Time(Timestamp::now()),
-            defer_status: false,
-            written_generation: None,
-            read_only: false,
-        }
-    }
-
-    /// Whether the object is being deleted.
-    pub fn deleting(&self) -> bool {
-        self.object.meta().deletion_timestamp.is_some()
-    }
-
-    /// Sets a condition.
-    pub fn set(&mut self, desired: Desired) {
-        conditions::set(
-            self.status.conditions_mut(),
-            desired,
-            self.object.meta().generation,
-            &self.now,
-        );
-    }
-
-    /// Sets `desired`, and waits for a change a watch reports, saying the same.
-    pub fn waits(&mut self, desired: Desired) -> Outcome {
-        let wait = Wait::on_change(desired.reason, desired.message.clone());
-        self.set(desired);
-        Outcome::Wait(wait)
-    }
-
-    /// Applies `fields` (`{"spec": ...}`, say, for `what` = `spec`) to the
-    /// object, as its controller's field manager for that part. The status
-    /// this reconcile writes is of the generation the write made: it was
-    /// computed from what the write holds, so the reconcile the write
-    /// brings finds nothing to change.
-    pub async fn apply(
-        &mut self,
-        ctx: &Context,
-        what: &'static str,
-        fields: serde_json::Value,
-    ) -> Result<(), Error> {
-        let generation = write::fields(ctx, author::<K>(), &*self.object, what, fields).await?;
-        self.written_generation = generation.or(self.written_generation);
-        Ok(())
-    }
-
-    /// Sets condition `type_` to fail with `error`'s reason and returns the error.
-    pub fn failed(&mut self, type_: ConditionType, error: Error) -> Error {
-        self.set(Desired::fails(
-            type_,
-            error.reason(),
-            crate::report::error_chain(&error),
-        ));
-        error
-    }
-
-    /// The object's namespace.
-    pub fn namespace(&self) -> String {
-        self.object.namespace().unwrap_or_default()
-    }
-
-    /// The object as the controller of objects it adopts, blocking their
-    /// owner's foreground deletion as upstream's `NewControllerRef` does.
-    pub fn controller_reference(&self) -> OwnerReference {
-        OwnerReference {
-            block_owner_deletion: Some(true),
-            ..self.object.controller_owner_ref(&()).unwrap_or_default()
-        }
-    }
-
-    /// The object, for Events.
-    pub fn reference(&self) -> ObjectReference {
-        self.object.object_ref(&())
-    }
-
-    /// Publishes an Event about the object, unless another shard writes it.
-    pub async fn publish(&self, ctx: &Context, reason: Reason, note: impl Into<String>) {
-        if !self.read_only {
-            ctx.publish(&self.reference(), reason, note).await;
-        }
-    }
 }
 
 /// Cluster `name` of `namespace`, from the cache: what a kind naming its
@@ -377,24 +267,6 @@ async fn paused<K: Reconciler>(scope: &mut Scope<K>, ctx: &Context) -> Result<bo
     Ok(false)
 }
 
-/// Step 6: the status, with `observedGeneration` advanced only when no
-/// phase failed, to the generation a phase's own spec write made if one did.
-async fn write_summary<K: Reconciler>(
-    scope: &mut Scope<K>,
-    ctx: &Context,
-    results: &[Result<Outcome, Error>],
-) -> Result<(), Error> {
-    if let Some(written) = scope.written_generation {
-        let computed_for = scope.object.meta().generation;
-        conditions::advance(scope.status.conditions_mut(), computed_for, written);
-    }
-    if results.iter().all(Result::is_ok) {
-        let generation = scope.written_generation.or(scope.object.meta().generation);
-        scope.status.set_observed_generation(generation);
-    }
-    write_status(scope, ctx).await
-}
-
 /// The phases of an object another shard writes, for their effect on this
 /// process alone: no finalizer, status or Event.
 async fn read_only<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Action, Error> {
@@ -410,42 +282,4 @@ async fn read_only<K: Reconciler>(object: Arc<K>, ctx: &Context) -> Result<Actio
         outcomes.push(phase(&mut scope, ctx).await?);
     }
     Ok(outcome::action(&outcomes))
-}
-
-/// Who writes for `K`.
-fn author<K: Reconciler>() -> write::Author {
-    write::Author {
-        controller: K::CONTROLLER,
-        manager: K::FIELD_MANAGER,
-    }
-}
-
-/// Writes the scope's status if it differs from the object's, announcing
-/// each changed condition, and the phase if it changed.
-async fn write_status<K: Reconciler>(scope: &Scope<K>, ctx: &Context) -> Result<(), Error> {
-    let before = scope.object.status().cloned().unwrap_or_default();
-    if scope.status == before {
-        return Ok(());
-    }
-    match write::status(ctx, author::<K>(), &*scope.object, &before, &scope.status).await {
-        // Deleted since it was read (its last finalizer went while this
-        // reconcile worked from a copy that still showed it): nothing to say.
-        Err(error) if error.is_gone() && scope.deleting() => return Ok(()),
-        written => written?,
-    }
-    let reference = scope.reference();
-    ctx.announce(&reference, before.conditions(), scope.status.conditions())
-        .await;
-    if K::PHASE_EVENTS
-        && scope.status.phase() != before.phase()
-        && let Some(phase) = scope.status.phase()
-    {
-        ctx.publish(
-            &reference,
-            Reason::PhaseChanged,
-            format!("{} is {phase}", K::kind(&())),
-        )
-        .await;
-    }
-    Ok(())
 }
