@@ -20,7 +20,9 @@ use kube::api::{
 };
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
-use testenv::flows::{Apis, WAIT, condition, scale, wait_for, wait_for_cluster, wait_for_pool};
+use testenv::flows::{
+    Apis, WAIT, condition, scale, wait_for, wait_for_cluster, wait_for_event, wait_for_pool,
+};
 use testenv::install::{Core, Install};
 
 const POOL_LABEL: &str = "cluster.x-k8s.io/pool-name=pool";
@@ -272,7 +274,7 @@ async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_i
     // becomes its controller.
     let core = machines_api(client, ns);
     let names = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
-    let listed = core_machines(&core, |listed| {
+    let listed = core_machines(&core, POOL_LABEL, |listed| {
         ids(listed.iter().map(|m| m.metadata.name.as_ref().unwrap())) == names
     })
     .await;
@@ -330,7 +332,7 @@ async fn under_upstream_core_each_instance_is_a_machine_whose_deletion_removes_i
         Some(CloudState::Running)
     );
     let two_names = ids(names.iter().filter(|n| **n != chosen));
-    core_machines(&core, |listed| {
+    core_machines(&core, POOL_LABEL, |listed| {
         ids(listed.iter().map(|m| m.metadata.name.as_ref().unwrap())) == two_names
     })
     .await;
@@ -441,15 +443,17 @@ async fn two_names_id(machines: &Api<WasmMachine>, name: &str) -> String {
     machines.get(name).await.unwrap().spec.instance_id
 }
 
-/// Waits until core's Machines of the pool are as `done` says, and returns them.
+/// Waits until core's Machines of `selector` are as `done` says, and
+/// returns them.
 async fn core_machines(
     core: &Api<DynamicObject>,
+    selector: &str,
     done: impl Fn(&[DynamicObject]) -> bool,
 ) -> Vec<DynamicObject> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let listed = core
-            .list(&ListParams::default().labels(POOL_LABEL))
+            .list(&ListParams::default().labels(selector))
             .await
             .unwrap()
             .items;
@@ -591,7 +595,7 @@ async fn running_machines(
     names: &BTreeSet<String>,
     pool: Option<&String>,
 ) -> Vec<DynamicObject> {
-    let listed = core_machines(core, |listed| {
+    let listed = core_machines(core, POOL_LABEL, |listed| {
         ids(listed.iter().map(|m| m.metadata.name.as_ref().unwrap())) == *names
             && listed.iter().all(|m| {
                 m.data["status"]["phase"] == "Running"
@@ -666,4 +670,164 @@ async fn pod_with_budget(
         .await
         .unwrap();
     (pods, budgets, budget)
+}
+
+/// The `Deleting` condition of core Machine `m`, if it has one with `reason`.
+fn deleting_with(m: &DynamicObject, reason: &str, message: &str) -> bool {
+    m.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c["type"] == "Deleting"
+                && c["reason"] == reason
+                && c["message"].as_str().is_some_and(|t| t.contains(message))
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_capwasm_core_a_drain_that_cannot_finish_ends_at_its_timeout_and_a_second_delete_changes_nothing()
+ {
+    let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Capwasm)).await;
+    let (client, ns) = (&install.client, &install.ns);
+    let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
+    let names = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
+    let core = machines_api(client, ns);
+    let pool_uid = apis.pools.get("pool").await.unwrap().metadata.uid;
+    let listed = running_machines(&core, &machines, &names, pool_uid.as_ref()).await;
+    let chosen_name = listed[0].name_any();
+    let node = listed[0].data["status"]["nodeRef"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let instance_id = two_names_id(&machines, &chosen_name).await;
+    let workload = install.env.workload().unwrap().client().unwrap();
+    let app = format!("{ns}-stuck");
+    // A budget that never allows an eviction, and a drain timeout set on
+    // the Machine by its user (the pool's manager does not own the field).
+    let (pods, _, _) = pod_with_budget(&workload, &node, &app).await;
+    core.patch(
+        &chosen_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"deletion": {"nodeDrainTimeoutSeconds": 15}}})),
+    )
+    .await
+    .unwrap();
+
+    core.delete(&chosen_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let draining = wait_for(&core, &chosen_name, "the drain is held up", |m| {
+        m.is_some_and(|m| deleting_with(m, "DrainingNode", "disruption budget"))
+    })
+    .await
+    .unwrap();
+    // Deleted again while it drains: the same deletion, nothing new.
+    let again = core
+        .delete(&chosen_name, &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("still there, held by its finalizer");
+    assert_eq!(
+        again.metadata.deletion_timestamp,
+        draining.metadata.deletion_timestamp
+    );
+
+    let event = wait_for_event(client, ns, &chosen_name, "NodeDrainTimedOut").await;
+    assert!(event.contains(&node), "{event}");
+    wait_for(
+        &core,
+        &chosen_name,
+        "the Machine is gone after its timeout",
+        |m| m.is_none(),
+    )
+    .await;
+    let gone = core.delete(&chosen_name, &DeleteParams::default()).await;
+    assert!(
+        matches!(&gone, Err(kube::Error::Api(s)) if s.code == 404),
+        "a third delete finds nothing: {gone:?}"
+    );
+    assert!(
+        pods.get_opt(&app).await.unwrap().is_some(),
+        "the Pod its budget protects was never evicted"
+    );
+    let nodes: Api<Node> = Api::all(workload.clone());
+    assert!(
+        nodes.get_opt(&node).await.unwrap().is_none(),
+        "its Node was deleted"
+    );
+    assert_ne!(
+        cloud_state(&install.cloud, &instance_id),
+        Some(CloudState::Running)
+    );
+    // Exactly that instance went, once, and the pool replaced it once.
+    let (_, refilled) = settled(&machines, &apis.infra_pools, 3).await;
+    assert!(
+        !refilled.iter().any(|i| i.id == instance_id),
+        "{refilled:#?}"
+    );
+    assert_eq!(
+        install.cloud.cloud().total_creations(),
+        4,
+        "instances created"
+    );
+    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_capwasm_core_a_delete_machine_annotation_on_another_pools_machine_chooses_nothing_here()
+ {
+    let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Capwasm)).await;
+    let (client, ns) = (&install.client, &install.ns);
+    install
+        .objects
+        .create_pool(client, ns, "other", "c1", 1, &install.modules)
+        .await
+        .unwrap();
+    wait_for_pool(&apis.pools, "other", "Running", 1).await;
+    let core = machines_api(client, ns);
+    let other = core_machines(&core, "cluster.x-k8s.io/pool-name=other", |listed| {
+        listed.len() == 1 && listed[0].data["status"]["phase"] == "Running"
+    })
+    .await
+    .remove(0);
+    let other_instance = two_names_id(&machines, &other.name_any()).await;
+    core.patch(
+        &other.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"cluster.x-k8s.io/delete-machine": ""}}}),
+        ),
+    )
+    .await
+    .unwrap();
+
+    // This pool scales down by one of its own; the annotated Machine of the
+    // other pool, which is not scaling, stays with its instance.
+    let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
+    let before = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
+    scale(&apis.pools, "pool", 2).await.unwrap();
+    let (two, _) = settled(&machines, &apis.infra_pools, 2).await;
+    let after = ids(two.iter().map(|m| m.metadata.name.as_ref().unwrap()));
+    assert_eq!(
+        before.difference(&after).count(),
+        1,
+        "{before:?} → {after:?}"
+    );
+    assert!(after.is_subset(&before), "{before:?} → {after:?}");
+    wait_for_pool(&apis.pools, "pool", "Running", 2).await;
+    let kept = core.get(&other.name_any()).await.unwrap();
+    assert_eq!(kept.metadata.uid, other.metadata.uid);
+    assert!(kept.metadata.deletion_timestamp.is_none(), "{kept:?}");
+    assert_eq!(
+        cloud_state(&install.cloud, &other_instance),
+        Some(CloudState::Running)
+    );
+    assert_eq!(
+        install.cloud.cloud().total_creations(),
+        4,
+        "three and one created, none since"
+    );
+    wait_for_pool(&apis.pools, "other", "Running", 1).await;
 }

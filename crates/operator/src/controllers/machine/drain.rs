@@ -23,6 +23,7 @@ use crate::api::machine::{EXCLUDE_NODE_DRAINING, MachineDeletionStatus};
 use crate::api::{ConditionType, Machine, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
+use crate::controllers::machinepool::deadline;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::reconciler::Scope;
 
@@ -59,7 +60,8 @@ pub async fn run(scope: &mut Scope<Machine>, ctx: &Context) -> Result<Outcome, E
         .as_ref()
         .and_then(|d| d.node_drain_start_time.clone())
         .unwrap_or_else(|| scope.now.clone());
-    if timed_out(scope, &started) {
+    let deadline = drain_deadline(scope, &started);
+    if deadline.is_some_and(|d| d <= Timestamp::now()) {
         if was_draining(scope) {
             scope
                 .publish(
@@ -92,28 +94,7 @@ pub async fn run(scope: &mut Scope<Machine>, ctx: &Context) -> Result<Outcome, E
             scope.found.drained = true;
             Ok(Outcome::Continue)
         }
-        Ok(left) => {
-            let retry = if left.iter().any(|l| l.contains(EVICTED)) {
-                EVICTED_RETRY
-            } else {
-                RETRY
-            };
-            let message = format!(
-                "Drain not completed yet (started at {}):\n{}",
-                started.0,
-                left.join("\n")
-            );
-            scope.set(Desired::holds(
-                ConditionType::Deleting,
-                Reason::DrainingNode,
-                message.clone(),
-            ));
-            Ok(Outcome::Wait(Wait::after(
-                Reason::DrainingNode,
-                message,
-                retry,
-            )))
-        }
+        Ok(left) => Ok(still_draining(scope, &started, deadline, &left)),
         Err(error) => {
             scope
                 .publish(
@@ -136,6 +117,36 @@ pub async fn run(scope: &mut Scope<Machine>, ctx: &Context) -> Result<Outcome, E
             Err(error)
         }
     }
+}
+
+/// A drain that left Pods on the Node: the Deleting condition lists them,
+/// and the next look is soon after evictions, or when the timeout passes.
+fn still_draining(
+    scope: &mut Scope<Machine>,
+    started: &Time,
+    deadline: Option<Timestamp>,
+    left: &[String],
+) -> Outcome {
+    let mut retry = if left.iter().any(|l| l.contains(EVICTED)) {
+        EVICTED_RETRY
+    } else {
+        RETRY
+    };
+    if let Some(until) = deadline.map(|d| d.duration_since(Timestamp::now())) {
+        let until = Duration::try_from(until).unwrap_or_default();
+        retry = retry.min(until + Duration::from_secs(1));
+    }
+    let message = format!(
+        "Drain not completed yet (started at {}):\n{}",
+        started.0,
+        left.join("\n")
+    );
+    scope.set(Desired::holds(
+        ConditionType::Deleting,
+        Reason::DrainingNode,
+        message.clone(),
+    ));
+    Outcome::Wait(Wait::after(Reason::DrainingNode, message, retry))
 }
 
 /// Why the Node is not to be drained, if it is not.
@@ -168,22 +179,14 @@ async fn not_drained(scope: &Scope<Machine>, ctx: &Context) -> Result<Option<&'s
     }
 }
 
-/// Whether `nodeDrainTimeoutSeconds` (unset or 0: none) passed since `started`.
-fn timed_out(scope: &Scope<Machine>, started: &Time) -> bool {
-    let timeout = scope
-        .object
-        .spec
-        .deletion
-        .as_ref()
-        .and_then(|d| d.node_drain_timeout_seconds)
-        .and_then(|t| u64::try_from(t).ok())
-        .filter(|t| *t > 0);
-    timeout.is_some_and(|t| {
-        started
-            .0
-            .checked_add(Duration::from_secs(t))
-            .is_ok_and(|deadline| deadline <= Timestamp::now())
-    })
+/// When `nodeDrainTimeoutSeconds` (unset or 0: never) passes for a drain
+/// `started`.
+fn drain_deadline(scope: &Scope<Machine>, started: &Time) -> Option<Timestamp> {
+    let timeout = scope.object.spec.deletion.as_ref();
+    deadline(
+        started.0,
+        timeout.and_then(|d| d.node_drain_timeout_seconds),
+    )
 }
 
 /// Whether the last reconcile left the Machine draining.

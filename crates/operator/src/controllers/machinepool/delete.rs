@@ -116,18 +116,16 @@ pub(crate) fn timeout_passed(
     timeout_seconds: Option<i32>,
     now: Timestamp,
 ) -> bool {
-    let (Some(requested), Some(timeout)) = (requested, timeout_seconds) else {
-        return false;
-    };
-    let Ok(timeout) = u64::try_from(timeout) else {
-        return false;
-    };
-    if timeout == 0 {
-        return false;
-    }
     requested
-        .checked_add(Duration::from_secs(timeout))
-        .is_ok_and(|deadline| deadline < now)
+        .and_then(|requested| deadline(requested, timeout_seconds))
+        .is_some_and(|deadline| deadline < now)
+}
+
+/// When a timeout of `timeout_seconds` from `start` passes: never, if it is
+/// unset or not positive (upstream's).
+pub(crate) fn deadline(start: Timestamp, timeout_seconds: Option<i32>) -> Option<Timestamp> {
+    let timeout = u64::try_from(timeout_seconds?).ok().filter(|t| *t > 0)?;
+    start.checked_add(Duration::from_secs(timeout)).ok()
 }
 
 #[cfg(test)]

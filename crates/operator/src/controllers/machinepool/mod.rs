@@ -29,7 +29,7 @@ use super::watches;
 use crate::api::MachinePool;
 use crate::workload::NodeEvent;
 
-pub(crate) use delete::timeout_passed;
+pub(crate) use delete::{deadline, timeout_passed};
 pub(crate) use noderefs::delete_nodes;
 pub use phase::Phase;
 
