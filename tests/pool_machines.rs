@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use capwasm::api::provider::{InstanceState, InstanceStatus};
 use capwasm::api::{WasmMachine, WasmMachinePool};
-use capwasm::simcloud::{InstanceState as CloudState, RunningSimCloud};
+use capwasm::simcloud::{InstanceState as CloudState, RunningSimCloud, SimCloud};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
@@ -830,4 +830,183 @@ async fn under_capwasm_core_a_delete_machine_annotation_on_another_pools_machine
         "three and one created, none since"
     );
     wait_for_pool(&apis.pools, "other", "Running", 1).await;
+}
+
+/// What a watch of the workload cluster's Nodes saw of this cloud's Ready,
+/// schedulable Nodes since it had listed them all: the fewest, the most,
+/// and after how many events.
+#[derive(Clone, Copy, Debug, Default)]
+struct ReadyNodes {
+    fewest: usize,
+    most: usize,
+    events: usize,
+}
+
+/// Starts that watch.
+fn watch_ready_nodes(
+    workload: Client,
+    cloud: SimCloud,
+) -> tokio::sync::watch::Receiver<Option<ReadyNodes>> {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher::{self, Event};
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    tokio::spawn(async move {
+        let counts = |node: &Node| {
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+            let name = node.name_any();
+            let ours = cloud.instances().iter().any(|r| r.instance.id == name);
+            ready && !cordoned && ours
+        };
+        let mut nodes = std::collections::BTreeMap::new();
+        let mut listed = false;
+        let mut seen: Option<ReadyNodes> = None;
+        let mut events = watcher(Api::<Node>::all(workload), watcher::Config::default()).boxed();
+        while let Some(Ok(event)) = events.next().await {
+            match event {
+                Event::Apply(node) | Event::InitApply(node) => {
+                    nodes.insert(node.name_any(), counts(&node));
+                }
+                Event::Delete(node) => {
+                    nodes.remove(&node.name_any());
+                }
+                Event::Init => nodes.clear(),
+                Event::InitDone => listed = true,
+            }
+            if !listed {
+                continue;
+            }
+            let ready = nodes.values().filter(|r| **r).count();
+            let now = seen.map_or(
+                ReadyNodes {
+                    fewest: ready,
+                    most: ready,
+                    events: 0,
+                },
+                |s| ReadyNodes {
+                    fewest: s.fewest.min(ready),
+                    most: s.most.max(ready),
+                    events: s.events + 1,
+                },
+            );
+            seen = Some(now);
+            let _ = tx.send(seen);
+        }
+    });
+    rx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_capwasm_core_a_version_change_rolls_every_instance_with_never_fewer_ready_than_the_replicas()
+ {
+    let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Capwasm)).await;
+    let (client, ns) = (&install.client, &install.ns);
+    let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
+    let old = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
+    let old_instances = ids(three.iter().map(|m| &m.spec.instance_id));
+    let pool = apis.infra_pools.get("pool").await.unwrap();
+    let status = pool.status.unwrap();
+    assert_eq!(status.up_to_date_replicas, Some(3));
+    assert!(
+        condition(&status.common.conditions, "RollingOut")
+            .is_some_and(|(_, reason, _)| reason == "NotRollingOut")
+    );
+    let workload = install.env.workload().unwrap().client().unwrap();
+    let mut ready = watch_ready_nodes(workload.clone(), install.cloud.cloud().clone());
+    ready
+        .wait_for(|r| r.is_some_and(|r| r.fewest == 3))
+        .await
+        .unwrap();
+
+    apis.pools
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"version": "v1.36.4"}}}})),
+        )
+        .await
+        .unwrap();
+    wait_for(&apis.infra_pools, "pool", "the rollout begins", |p| {
+        p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+            condition(&s.common.conditions, "RollingOut")
+                .is_some_and(|(_, reason, _)| reason == "RollingOut")
+        })
+    })
+    .await;
+    // Done: three instances, none of the old ones, each up to date on a
+    // Node of the new version; the pool says so.
+    let deadline = tokio::time::Instant::now() + 3 * WAIT;
+    let renewed = loop {
+        let pool = apis.infra_pools.get("pool").await.unwrap();
+        let status = pool.status.clone().unwrap_or_default();
+        let instances = up(&pool);
+        let done = instances.len() == 3
+            && instances.iter().all(|i| !old_instances.contains(&i.id))
+            && status.up_to_date_replicas == Some(3)
+            && condition(&status.common.conditions, "RollingOut")
+                .is_some_and(|(_, reason, _)| reason == "NotRollingOut");
+        if done {
+            break instances;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rollout never finished: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let (_, settled_instances) = settled(&machines, &apis.infra_pools, 3).await;
+    assert_eq!(
+        ids(settled_instances.iter().map(|i| &i.id)),
+        ids(renewed.iter().map(|i| &i.id))
+    );
+    let nodes: Api<Node> = Api::all(workload.clone());
+    for instance in &renewed {
+        let node = wait_for(
+            &nodes,
+            &instance.id,
+            "the new Node reports its version",
+            |n| {
+                n.and_then(|n| n.status.as_ref()?.node_info.as_ref())
+                    .is_some_and(|i| i.kubelet_version == "v1.36.4")
+            },
+        )
+        .await
+        .unwrap();
+        assert!(node.spec.and_then(|s| s.unschedulable) != Some(true));
+    }
+    // Each old instance's Node was drained before it went.
+    for name in &old {
+        wait_for_event(client, ns, name, "SuccessfulDrainNode").await;
+        assert!(machines.get_opt(name).await.unwrap().is_none(), "{name}");
+    }
+    assert_eq!(
+        install.cloud.cloud().total_creations(),
+        6,
+        "three instances, then three new ones"
+    );
+    let seen = ready.borrow().unwrap();
+    println!("Ready, schedulable Nodes during the rollout: {seen:?}");
+    assert!(seen.events >= 6, "the watch saw the rollout: {seen:?}");
+    assert_eq!(seen.most, 4, "one surge instance at a time: {seen:?}");
+    assert_eq!(
+        seen.fewest, 3,
+        "never fewer ready than the replicas: {seen:?}"
+    );
+    let pool = wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+    assert_eq!(pool.status.unwrap().up_to_date_replicas, Some(3));
+    for machine in machines
+        .list(&ListParams::default().labels(POOL_LABEL))
+        .await
+        .unwrap()
+    {
+        let status = machine.status.unwrap_or_default();
+        assert!(
+            condition(&status.common.conditions, "UpToDate").is_some_and(|(s, _, _)| s == "True"),
+            "{status:?}"
+        );
+    }
 }

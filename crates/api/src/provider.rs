@@ -5,6 +5,7 @@
 //! controllers can use them too.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -176,6 +177,95 @@ pub struct WasmMachinePoolSpec {
     )]
     #[schemars(length(max = 10000), inner(length(min = 1, max = 512)))]
     pub provider_id_list: Vec<String>,
+    /// How instances made before a change of the pool's version, bootstrap
+    /// config or `config` are replaced (CAPZ's AzureMachinePool shape).
+    /// Only providers that remove chosen instances (`pool-machines`) roll
+    /// out; with others, the old instances run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<MachinePoolStrategy>,
+}
+
+/// How a pool replaces instances that are not up to date.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePoolStrategy {
+    /// `RollingUpdate`, the only one.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<StrategyType>,
+    /// Its bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<RollingUpdate>,
+}
+
+/// A rollout strategy.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum StrategyType {
+    /// New instances first (up to `maxSurge` more than the replicas), then
+    /// old ones drained and removed (down to `maxUnavailable` fewer ready).
+    #[default]
+    RollingUpdate,
+}
+
+/// The bounds of a rolling update, as a Deployment's: a count, or a
+/// percentage of the replicas (surge rounded up, unavailable down).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingUpdate {
+    /// How many instances beyond the replicas may exist during the rollout
+    /// (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+    /// How many fewer than the replicas may be ready during the rollout
+    /// (default 0). Not 0 together with a `maxSurge` of 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    /// Which old instances go first: `Oldest` (the default), `Newest` or
+    /// `Random`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_policy: Option<DeletePolicy>,
+}
+
+/// Which old instances a rollout removes first.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum DeletePolicy {
+    /// The longest running.
+    #[default]
+    Oldest,
+    /// The most recently made.
+    Newest,
+    /// Any.
+    Random,
+}
+
+impl RollingUpdate {
+    /// `(maxSurge, maxUnavailable)` for `replicas`: the defaults (1, 0), a
+    /// percentage resolved as a Deployment resolves it, and never both 0
+    /// (surge 1 then). An unparsable percentage counts as unset.
+    pub fn bounds(this: Option<&Self>, replicas: u32) -> (u32, u32) {
+        let resolve = |value: Option<&IntOrString>, default: u32, round_up: bool| match value {
+            None => default,
+            Some(IntOrString::Int(n)) => u32::try_from(*n).unwrap_or(0),
+            Some(IntOrString::String(s)) => s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<u64>().ok())
+                .map_or(default, |percent| {
+                    let scaled = u64::from(replicas) * percent;
+                    let whole = if round_up {
+                        scaled.div_ceil(100)
+                    } else {
+                        scaled / 100
+                    };
+                    u32::try_from(whole).unwrap_or(u32::MAX)
+                }),
+        };
+        let surge = resolve(this.and_then(|r| r.max_surge.as_ref()), 1, true);
+        let unavailable = resolve(this.and_then(|r| r.max_unavailable.as_ref()), 0, false);
+        if surge == 0 && unavailable == 0 {
+            (1, 0)
+        } else {
+            (surge, unavailable)
+        }
+    }
 }
 
 /// WasmMachinePoolStatus, per the infrastructure machine pool contract.
@@ -196,6 +286,10 @@ pub struct WasmMachinePoolStatus {
     /// (the contract for MachinePool Machines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure_machine_kind: Option<String>,
+    /// Instances up that were made from the pool's current version,
+    /// bootstrap config and `config` (upstream's v1beta2 counter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_date_replicas: Option<i32>,
     /// The instances as the provider last reported them; handed back to it on the next call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10000))]
@@ -229,6 +323,12 @@ pub struct InstanceStatus {
     /// The idempotency token it was created with (opaque; handed back to the provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_token: Option<String>,
+    /// The pool's revision when the host first saw the instance: a digest
+    /// of the version, bootstrap config and `config` it was made from. Set
+    /// by the host, never by the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub revision: Option<String>,
 }
 
 /// Lifecycle state of an instance.

@@ -226,6 +226,7 @@ pub fn wasm_machine_pool(
             provider: provider.into(),
             config: Some(config),
             provider_id_list: Vec::new(),
+            strategy: None,
         },
     );
     object.metadata = meta(namespace, name);

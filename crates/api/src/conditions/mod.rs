@@ -51,6 +51,12 @@ pub enum ConditionType {
     NodeReady,
     /// A Machine's Node is Ready and under no pressure.
     NodeHealthy,
+    /// A pool replaces instances made before its version, bootstrap or
+    /// infrastructure config changed.
+    RollingOut,
+    /// A Machine's instance was made from the pool's current version,
+    /// bootstrap and infrastructure config.
+    UpToDate,
 }
 
 impl ConditionType {
@@ -74,6 +80,8 @@ impl ConditionType {
         Self::Composed,
         Self::NodeReady,
         Self::NodeHealthy,
+        Self::RollingOut,
+        Self::UpToDate,
     ];
 
     /// The type named `name`, if capwasm writes it.
@@ -102,6 +110,8 @@ impl ConditionType {
             Self::Composed => "Composed",
             Self::NodeReady => "NodeReady",
             Self::NodeHealthy => "NodeHealthy",
+            Self::RollingOut => "RollingOut",
+            Self::UpToDate => "UpToDate",
         }
     }
 }

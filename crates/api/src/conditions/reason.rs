@@ -243,6 +243,17 @@ reasons! {
     /// A Machine's Node drain passed its `nodeDrainTimeoutSeconds`: the
     /// Pods left were not evicted.
     NodeDrainTimedOut,
+    /// A pool replaces instances that are not up to date.
+    RollingOut,
+    /// Every instance of a pool is up to date.
+    NotRollingOut,
+    /// An instance was made from the pool's current spec.
+    UpToDate,
+    /// An instance was made before the pool's spec changed.
+    NotUpToDate,
+    /// A pool's instances are not up to date and its provider cannot
+    /// remove chosen ones (it does not export `pool-machines`).
+    RolloutUnsupported,
 }
 
 impl Reason {

@@ -21,7 +21,7 @@ pub struct Nodes {
 impl Nodes {
     /// Indexes `nodes`. If several Nodes report one providerID, the one whose
     /// name sorts last wins, as in Cluster API's map built from a List.
-    pub(super) fn new(mut nodes: Vec<Arc<Node>>) -> Self {
+    pub(crate) fn new(mut nodes: Vec<Arc<Node>>) -> Self {
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut by_name = HashMap::with_capacity(nodes.len());
         let mut by_provider_id = HashMap::with_capacity(nodes.len());

@@ -59,6 +59,8 @@ pub fn from_instances(instances: &[types::Instance]) -> Vec<InstanceStatus> {
                 })
                 .collect(),
             request_token: i.request_token.clone(),
+            // The host's, given by the reconcile: never the provider's word.
+            revision: None,
         })
         .collect()
 }
@@ -122,6 +124,7 @@ mod tests {
                 address: "10.0.0.1".into(),
             }],
             request_token: Some(format!("t-{id}")),
+            revision: None,
         }
     }
 

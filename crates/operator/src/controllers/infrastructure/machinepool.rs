@@ -9,12 +9,13 @@ use std::time::Duration;
 use kube::ResourceExt as _;
 use serde_json::json;
 
-use super::{CONTROLLER, guest_io, machines};
+use super::{CONTROLLER, guest_io, machines, rollout};
+use crate::api::conditions::Desired;
 use crate::api::provider::{
     INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization, InstanceStatus,
     MACHINE_POOL_FINALIZER,
 };
-use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachinePool};
+use crate::api::{Cluster, ConditionType, MachinePool, Reason, WasmMachine, WasmMachinePool};
 use crate::controllers::bootstrap::fit_for;
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
@@ -27,7 +28,7 @@ use crate::phases;
 use crate::wasm::LoadedProvider;
 use crate::wasm::checks::Violation;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
-use crate::wasm::types::{BootstrapData, BootstrapFormat, DeleteOutcome};
+use crate::wasm::types::{BootstrapData, BootstrapFormat, ClusterInfo, DeleteOutcome};
 use crate::workload::ClusterKey;
 
 /// How soon to look again at a pool waiting for bootstrap data with a
@@ -94,38 +95,15 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         scope.cluster.as_deref(),
         machine_pool.spec.template.spec.version.as_deref(),
     );
-    // A provider that removes instances one by one has them as Machines:
-    // those whose WasmMachine is being deleted go first, and it is never
-    // asked for fewer instances than are up (scale-down chooses which go).
-    let one_by_one = prepared.provider.removes_instances()
-        && machines::control_plane_initialized(scope.cluster.as_deref());
-    let machines = if one_by_one {
-        machines::made_for(ctx, &pool, &machine_pool)
-    } else {
-        Vec::new()
-    };
-    let recorded = machines::remove_deleted(
-        ctx,
-        &pool,
-        prepared,
-        &cluster,
-        &machines,
-        scope.status.instances.clone(),
-    )
-    .await?;
-    let up = recorded.iter().filter(|i| machines::up(i)).count();
-    let replicas_asked = if one_by_one {
-        replicas.max(u32::try_from(up).unwrap_or(u32::MAX))
-    } else {
-        replicas
-    };
+    let mut pass = Pass::new(scope, ctx, prepared, &machine_pool, &cluster).await?;
+    pass.plan(ctx, &pool, replicas).await?;
     let request = ReconcileRequest {
         pool: provider::object_ref(&*pool),
         cluster,
         config: prepared.config.clone(),
-        replicas: replicas_asked,
+        replicas: pass.plan.asked,
         bootstrap_data,
-        instances: guest_io::to_instances(&recorded),
+        instances: guest_io::to_instances(&pass.recorded),
         idempotency_key: pool.uid().unwrap_or_default(),
         credentials: prepared.credentials.clone(),
     };
@@ -136,7 +114,8 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         .await
         .map_err(Error::Guest)?;
 
-    let instances = guest_io::from_instances(&state.instances);
+    let mut instances = guest_io::from_instances(&state.instances);
+    rollout::stamp(&mut instances, &pass.recorded, &pass.revision);
     provider::within_status_bound(ctx, &prepared.provider, EXPORT, "instances", &instances)?;
     let provider_ids = guest_io::provider_id_list(&instances);
     check_provider_ids(ctx, &pool, &machine_pool, &prepared.provider, &provider_ids).await?;
@@ -161,14 +140,29 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
         provisioned: Some(true),
     });
     status.common.served_by = Some(served_by);
-    status.infrastructure_machine_kind = one_by_one.then(|| machines::KIND.to_owned());
-    if one_by_one {
-        let mut core = machines::CoreMachines::new(&machine_pool);
-        let instances = &status.instances;
-        machines::sync(ctx, &pool, &machine_pool, &mut core, &machines, instances).await?;
-        let desired = usize::try_from(replicas).unwrap_or(usize::MAX);
-        machines::scale_down(ctx, &mut core, &machines, instances, desired).await?;
+    status.infrastructure_machine_kind = pass.one_by_one.then(|| machines::KIND.to_owned());
+    let up_to_date = status
+        .instances
+        .iter()
+        .filter(|i| machines::up(i) && rollout::up_to_date(i, &pass.revision))
+        .count();
+    status.up_to_date_replicas = Some(i32::try_from(up_to_date).unwrap_or(i32::MAX));
+    if pass.one_by_one {
+        let (instances, revision) = (&status.instances, &pass.revision);
+        let machines = &pass.machines;
+        machines::sync(
+            ctx,
+            &pool,
+            &machine_pool,
+            &mut pass.core,
+            machines,
+            instances,
+            revision,
+        )
+        .await?;
+        machines::scale_down(ctx, &mut pass.core, &pool, machines, instances, &pass.plan).await?;
     }
+    rolling_out(scope, pass.one_by_one, &pass.plan);
     let asked = state
         .requeue_after_seconds
         .map(|s| Duration::from_secs(u64::from(s)));
@@ -184,6 +178,114 @@ async fn provision(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<
     }
     scope.found.done = Some((Reason::Ready, format!("{replicas} instances running")));
     Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
+}
+
+/// What one pass of [`provision`] works with, besides its scope.
+struct Pass<'a> {
+    machine_pool: &'a MachinePool,
+    /// A provider that removes instances one by one has them as Machines:
+    /// those whose WasmMachine is being deleted go first, and it is never
+    /// asked for fewer instances than are up (scale-down chooses which go).
+    one_by_one: bool,
+    /// The pool's WasmMachines (none unless one by one).
+    machines: Vec<Arc<WasmMachine>>,
+    /// The pool's revision: what new instances are made from.
+    revision: String,
+    /// The instances, once those whose WasmMachine went were removed, each
+    /// with its revision.
+    recorded: Vec<InstanceStatus>,
+    core: machines::CoreMachines<'a>,
+    plan: rollout::Plan,
+}
+
+impl<'a> Pass<'a> {
+    /// The pass, with the instances whose WasmMachine is being deleted
+    /// removed by the provider.
+    async fn new(
+        scope: &Scope<WasmMachinePool>,
+        ctx: &Context,
+        prepared: &provider::Prepared,
+        machine_pool: &'a MachinePool,
+        cluster: &ClusterInfo,
+    ) -> Result<Self, Error> {
+        let pool = &*scope.object;
+        let one_by_one = prepared.provider.removes_instances()
+            && machines::control_plane_initialized(scope.cluster.as_deref());
+        let machines = if one_by_one {
+            machines::made_for(ctx, pool, machine_pool)
+        } else {
+            Vec::new()
+        };
+        let before = &scope.status.instances;
+        let mut recorded =
+            machines::remove_deleted(ctx, pool, prepared, cluster, &machines, before.clone())
+                .await?;
+        let revision = rollout::revision(&prepared.config, machine_pool);
+        rollout::stamp(&mut recorded, before, &revision);
+        Ok(Self {
+            machine_pool,
+            one_by_one,
+            machines,
+            revision,
+            recorded,
+            core: machines::CoreMachines::new(machine_pool),
+            plan: rollout::Plan::default(),
+        })
+    }
+
+    /// What to ask the provider for, and which instances to remove: for a
+    /// provider that removes them one by one, core's Machines listed only
+    /// when some instance is to go or out of date.
+    async fn plan(
+        &mut self,
+        ctx: &Context,
+        pool: &WasmMachinePool,
+        replicas: u32,
+    ) -> Result<(), Error> {
+        let (recorded, revision) = (&self.recorded, self.revision.as_str());
+        if !self.one_by_one {
+            self.plan = rollout::Plan::as_asked(recorded, revision, replicas);
+            return Ok(());
+        }
+        let key = ClusterKey::new(
+            pool.namespace().unwrap_or_default(),
+            self.machine_pool.spec.cluster_name.clone(),
+        );
+        let nodes = ctx.workload.nodes(&key).await.ok();
+        let core = &mut self.core;
+        let going = machines::going(ctx, core, &self.machines, false).await?;
+        self.plan = rollout::plan(pool, recorded, &going, nodes.as_ref(), revision, replicas);
+        if self.plan.goes > 0 || !self.plan.out_of_date.is_empty() {
+            let going = machines::going(ctx, core, &self.machines, true).await?;
+            self.plan = rollout::plan(pool, recorded, &going, nodes.as_ref(), revision, replicas);
+        }
+        Ok(())
+    }
+}
+
+/// The `RollingOut` condition: whether instances not up to date remain, and
+/// whether they are being replaced.
+fn rolling_out(scope: &mut Scope<WasmMachinePool>, one_by_one: bool, plan: &rollout::Plan) {
+    let old = plan.out_of_date.len();
+    let desired = if old == 0 {
+        Desired::fails(ConditionType::RollingOut, Reason::NotRollingOut, "")
+    } else if one_by_one {
+        Desired::holds(
+            ConditionType::RollingOut,
+            Reason::RollingOut,
+            format!("Rolling out {old} not up-to-date replicas"),
+        )
+    } else {
+        Desired::holds(
+            ConditionType::RollingOut,
+            Reason::RolloutUnsupported,
+            format!(
+                "{old} replicas are not up to date, and ProviderModule {:?} cannot remove chosen instances (it does not export pool-machines): they run until removed",
+                scope.object.spec.provider
+            ),
+        )
+    };
+    scope.set(desired);
 }
 
 /// Why the pool cannot have new instances yet, if it cannot: no bootstrap

@@ -5,6 +5,7 @@ mod cluster;
 mod guest_io;
 mod machinepool;
 mod machines;
+mod rollout;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -102,6 +102,9 @@ fn copy_provider_ids(
     if let Some(replicas) = replicas {
         scope.status.replicas = Some(replicas);
     }
+    scope.found.up_to_date_replicas = external::status_field(object, &["upToDateReplicas"])
+        .and_then(Value::as_i64)
+        .and_then(|r| i32::try_from(r).ok());
     if provider_ids.is_empty() && replicas.unwrap_or(0) != 0 {
         return Outcome::Wait(Wait::on_change(
             Reason::WaitingForInfrastructure,

@@ -32,6 +32,7 @@ use crate::workload::NodeEvent;
 pub(crate) use delete::{deadline, timeout_passed};
 pub(crate) use noderefs::delete_nodes;
 pub use phase::Phase;
+pub(crate) use status::ready_since;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machinepool";

@@ -30,6 +30,9 @@ pub struct Found {
     /// The infrastructure pool's kind, and the kind of its InfraMachines
     /// (`status.infrastructureMachineKind`), if it reports one.
     pub infrastructure_machines: Option<(Resolved, String)>,
+    /// The infrastructure pool's `status.upToDateReplicas`, if it reports
+    /// it (a pool that rolls out).
+    pub up_to_date_replicas: Option<i32>,
 }
 
 impl Scope<MachinePool> {

@@ -71,7 +71,7 @@ pub fn match_nodes<N: Deref<Target = Node>>(
 }
 
 /// When `node` last became Ready, if its `Ready` condition is `True`.
-fn ready_since(node: &Node) -> Option<Timestamp> {
+pub(crate) fn ready_since(node: &Node) -> Option<Timestamp> {
     let ready = node
         .status
         .as_ref()?

@@ -47,7 +47,9 @@ pub fn summarize(scope: &mut Scope<MachinePool>) {
     };
     let phase = phase::phase(observed);
     scope.status.phase = Some(phase.as_str().into());
-    scope.status.up_to_date_replicas = scope.status.replicas;
+    // Every replica is up to date unless the infrastructure pool, which
+    // alone knows what each instance was made from, says otherwise.
+    scope.status.up_to_date_replicas = scope.found.up_to_date_replicas.or(scope.status.replicas);
     let available = scope.status.available_replicas.unwrap_or(0);
     scope.set(available_condition(
         phase,

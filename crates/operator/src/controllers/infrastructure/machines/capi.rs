@@ -4,7 +4,7 @@
 //! when the pool's Machines list it as the one whose infrastructure is that
 //! WasmMachine, whatever owner reference the WasmMachine carries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kube::ResourceExt as _;
@@ -15,9 +15,12 @@ use kube::api::{
 use super::{CONTROLLER, KIND, up};
 use crate::api::provider::{InstanceState, InstanceStatus};
 use crate::api::wasmmachine::pool_name_label;
-use crate::api::{CLUSTER_API_GROUP, MachinePool, WasmMachine, annotations, labels};
+use crate::api::{
+    CLUSTER_API_GROUP, MachinePool, WasmMachine, WasmMachinePool, annotations, labels,
+};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
+use crate::controllers::infrastructure::rollout::{self, Plan};
 
 /// Core's Machines of one pool, listed from the API server the first time
 /// a pass needs them, and only then.
@@ -180,27 +183,49 @@ fn deleted(
     }
 }
 
-/// Scales the pool down to `desired` instances up: chooses the instances to
-/// go beyond those going already (those whose Machine is annotated
-/// `cluster.x-k8s.io/delete-machine` first, then those not running, then
-/// the oldest) and deletes their Machines.
-pub async fn scale_down(
+/// The ids of the instances whose WasmMachine or Machine is being deleted:
+/// going already. Core's Machines are listed only when `with_core`.
+pub async fn going(
     ctx: &Context,
     core: &mut CoreMachines<'_>,
     machines: &[Arc<WasmMachine>],
+    with_core: bool,
+) -> Result<BTreeSet<String>, Error> {
+    let mut going = BTreeSet::new();
+    for machine in machines {
+        let deleting = machine.metadata.deletion_timestamp.is_some()
+            || (with_core
+                && core
+                    .of(ctx, machine)
+                    .await?
+                    .is_some_and(|c| c.metadata.deletion_timestamp.is_some()));
+        if deleting {
+            going.insert(machine.spec.instance_id.clone());
+        }
+    }
+    Ok(going)
+}
+
+/// Removes `plan.goes` of the instances up whose Machines are not going, by
+/// deleting their Machines: those annotated `cluster.x-k8s.io/delete-machine`
+/// first, then those out of date, then those not running, then as the
+/// pool's `deletePolicy` ranks them (the oldest by default).
+pub async fn scale_down(
+    ctx: &Context,
+    core: &mut CoreMachines<'_>,
+    pool: &WasmMachinePool,
+    machines: &[Arc<WasmMachine>],
     instances: &[InstanceStatus],
-    desired: usize,
+    plan: &Plan,
 ) -> Result<(), Error> {
+    if plan.goes == 0 {
+        return Ok(());
+    }
     let up: BTreeMap<&str, &InstanceStatus> = instances
         .iter()
         .filter(|i| up(i))
         .map(|i| (i.id.as_str(), i))
         .collect();
-    if up.len() <= desired {
-        return Ok(());
-    }
-    // Each WasmMachine of an instance up that is not going yet, with
-    // whether its Machine asks to go first.
     let mut staying = Vec::new();
     for machine in machines {
         let Some(instance) = up.get(machine.spec.instance_id.as_str()) else {
@@ -214,17 +239,21 @@ pub async fn scale_down(
         }
         let annotated =
             core_machine.is_some_and(|c| c.annotations().contains_key(annotations::DELETE_MACHINE));
+        let created = machine
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_second());
         let key = (
             !annotated,
+            !plan.out_of_date.contains(&instance.id),
             instance.state == InstanceState::Running,
-            machine.metadata.creation_timestamp.clone(),
-            machine.name_any(),
+            rollout::rank(pool, created, &machine.name_any()),
         );
         staying.push((key, machine));
     }
     staying.sort_by(|a, b| a.0.cmp(&b.0));
-    let goes = staying.len().saturating_sub(desired);
-    for (_, machine) in staying.into_iter().take(goes) {
+    for (_, machine) in staying.into_iter().take(plan.goes) {
         delete_machine_of(ctx, core, machine).await?;
     }
     Ok(())

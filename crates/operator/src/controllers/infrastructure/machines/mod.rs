@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt as _;
 
-pub use capi::{CoreMachines, scale_down};
+pub use capi::{CoreMachines, going, scale_down};
 pub use objects::{release, sync};
 
 use super::{CONTROLLER, guest_io};

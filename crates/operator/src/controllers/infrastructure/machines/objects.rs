@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::core::ObjectMeta;
 use kube::{Resource as _, ResourceExt as _};
@@ -13,14 +14,16 @@ use sha2::Digest as _;
 
 use super::capi::{self, CoreMachines};
 use super::{AUTHOR, CONTROLLER, up};
+use crate::api::conditions::{self, Desired};
 use crate::api::provider::{InfrastructureInitialization, InstanceState, InstanceStatus};
 use crate::api::wasmmachine::{
     MACHINE_FINALIZER, WasmMachineSpec, WasmMachineStatus, pool_name_label,
 };
-use crate::api::{MachinePool, WasmMachine, WasmMachinePool, labels};
+use crate::api::{ConditionType, MachinePool, Reason, WasmMachine, WasmMachinePool, labels};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::finalizer;
+use crate::controllers::infrastructure::rollout;
 use crate::controllers::write;
 
 /// The name of the WasmMachine (and so of the Machine) of instance `id` of
@@ -69,8 +72,13 @@ fn provider_id(instance: &InstanceStatus) -> Option<String> {
     (!instance.provider_id.is_empty()).then(|| instance.provider_id.clone())
 }
 
-/// What a WasmMachine of `instance` reports.
-fn status_of(instance: &InstanceStatus, before: &WasmMachineStatus) -> WasmMachineStatus {
+/// What a WasmMachine of `instance` reports, the pool's revision being
+/// `revision`.
+fn status_of(
+    instance: &InstanceStatus,
+    before: &WasmMachineStatus,
+    revision: &str,
+) -> WasmMachineStatus {
     let running = instance.state == InstanceState::Running;
     // Provisioned stays provisioned: core reads a change back as a fault.
     let provisioned = running
@@ -79,6 +87,22 @@ fn status_of(instance: &InstanceStatus, before: &WasmMachineStatus) -> WasmMachi
             .as_ref()
             .and_then(|i| i.provisioned)
             .unwrap_or(false);
+    let mut common = before.common.clone();
+    let up_to_date = if rollout::up_to_date(instance, revision) {
+        Desired::holds(ConditionType::UpToDate, Reason::UpToDate, "")
+    } else {
+        Desired::fails(
+            ConditionType::UpToDate,
+            Reason::NotUpToDate,
+            "Made before the pool's version, bootstrap config or config changed",
+        )
+    };
+    conditions::set(
+        &mut common.conditions,
+        up_to_date,
+        None,
+        &Time(Timestamp::now()),
+    );
     WasmMachineStatus {
         ready: provisioned,
         initialization: provisioned.then_some(InfrastructureInitialization {
@@ -87,7 +111,7 @@ fn status_of(instance: &InstanceStatus, before: &WasmMachineStatus) -> WasmMachi
         state: Some(instance.state),
         failure_domain: instance.failure_domain.clone(),
         addresses: instance.addresses.clone(),
-        common: before.common.clone(),
+        common,
     }
 }
 
@@ -103,6 +127,7 @@ pub async fn sync(
     core: &mut CoreMachines<'_>,
     machines: &[Arc<WasmMachine>],
     instances: &[InstanceStatus],
+    revision: &str,
 ) -> Result<(), Error> {
     let by_id: BTreeMap<&str, &InstanceStatus> =
         instances.iter().map(|i| (i.id.as_str(), i)).collect();
@@ -129,7 +154,7 @@ pub async fn sync(
             write::fields(ctx, AUTHOR, &**machine, "spec", spec).await?;
         }
         let before = machine.status.clone().unwrap_or_default();
-        let after = status_of(instance, &before);
+        let after = status_of(instance, &before, revision);
         if worth_writing(&before, &after) {
             write::status(ctx, AUTHOR, &**machine, &before, &after).await?;
         }
@@ -138,7 +163,7 @@ pub async fn sync(
         .iter()
         .filter(|i| up(i) && !have.contains(i.id.as_str()))
     {
-        create(ctx, pool, machine_pool, instance).await?;
+        create(ctx, pool, machine_pool, instance, revision).await?;
     }
     Ok(())
 }
@@ -151,6 +176,7 @@ async fn create(
     pool: &WasmMachinePool,
     machine_pool: &MachinePool,
     instance: &InstanceStatus,
+    revision: &str,
 ) -> Result<(), Error> {
     let namespace = pool.namespace().unwrap_or_default();
     let owner = OwnerReference {
@@ -197,7 +223,7 @@ async fn create(
     };
     ctx.metrics.write(CONTROLLER, "WasmMachine");
     let before = WasmMachineStatus::default();
-    let after = status_of(instance, &before);
+    let after = status_of(instance, &before, revision);
     if worth_writing(&before, &after) {
         write::status(ctx, AUTHOR, &created, &before, &after).await?;
     }
@@ -236,16 +262,16 @@ mod tests {
             ..InstanceStatus::default()
         };
         let none = WasmMachineStatus::default();
-        let pending = status_of(&instance(InstanceState::Pending), &none);
+        let pending = status_of(&instance(InstanceState::Pending), &none, "r1");
         assert!(!worth_writing(&none, &pending));
-        let running = status_of(&instance(InstanceState::Running), &none);
+        let running = status_of(&instance(InstanceState::Running), &none, "r1");
         assert!(running.ready && worth_writing(&none, &running));
         assert!(worth_writing(
             &none,
-            &status_of(&instance(InstanceState::Failed), &none)
+            &status_of(&instance(InstanceState::Failed), &none, "r1")
         ));
         // Once running, it stays provisioned, and its state change is written.
-        let terminating = status_of(&instance(InstanceState::Terminating), &running);
+        let terminating = status_of(&instance(InstanceState::Terminating), &running, "r1");
         assert!(terminating.ready && worth_writing(&running, &terminating));
         assert!(!worth_writing(&running, &running));
     }
