@@ -865,7 +865,8 @@ fn watch_ready_nodes(
         let mut nodes = std::collections::BTreeMap::new();
         let mut listed = false;
         let mut seen: Option<ReadyNodes> = None;
-        let mut events = watcher(Api::<Node>::all(workload), watcher::Config::default()).boxed();
+        let mut events =
+            watcher::watcher(Api::<Node>::all(workload), watcher::Config::default()).boxed();
         while let Some(Ok(event)) = events.next().await {
             match event {
                 Event::Apply(node) | Event::InitApply(node) => {
@@ -898,6 +899,30 @@ fn watch_ready_nodes(
         }
     });
     rx
+}
+
+/// Waits until the rollout is done: three instances, none of `old`, each
+/// up to date, and the pool saying so; returns them.
+async fn rolled_out(pools: &Api<WasmMachinePool>, old: &BTreeSet<String>) -> Vec<InstanceStatus> {
+    let deadline = tokio::time::Instant::now() + 3 * WAIT;
+    loop {
+        let pool = pools.get("pool").await.unwrap();
+        let status = pool.status.clone().unwrap_or_default();
+        let instances = up(&pool);
+        let done = instances.len() == 3
+            && instances.iter().all(|i| !old.contains(&i.id))
+            && status.up_to_date_replicas == Some(3)
+            && condition(&status.common.conditions, "RollingOut")
+                .is_some_and(|(_, reason, _)| reason == "NotRollingOut");
+        if done {
+            return instances;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rollout never finished: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -937,27 +962,7 @@ async fn under_capwasm_core_a_version_change_rolls_every_instance_with_never_few
         })
     })
     .await;
-    // Done: three instances, none of the old ones, each up to date on a
-    // Node of the new version; the pool says so.
-    let deadline = tokio::time::Instant::now() + 3 * WAIT;
-    let renewed = loop {
-        let pool = apis.infra_pools.get("pool").await.unwrap();
-        let status = pool.status.clone().unwrap_or_default();
-        let instances = up(&pool);
-        let done = instances.len() == 3
-            && instances.iter().all(|i| !old_instances.contains(&i.id))
-            && status.up_to_date_replicas == Some(3)
-            && condition(&status.common.conditions, "RollingOut")
-                .is_some_and(|(_, reason, _)| reason == "NotRollingOut");
-        if done {
-            break instances;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the rollout never finished: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let renewed = rolled_out(&apis.infra_pools, &old_instances).await;
     let (_, settled_instances) = settled(&machines, &apis.infra_pools, 3).await;
     assert_eq!(
         ids(settled_instances.iter().map(|i| &i.id)),
