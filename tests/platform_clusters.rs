@@ -30,6 +30,7 @@ use kube::api::{
 };
 use kube::{Api, ResourceExt as _};
 use serde_json::{Value, json};
+use testenv::budget::{allow_one, pod_with_budget};
 use testenv::flows::{
     Apis, Modules, Objects, Scenario, create, wait_for, wait_for_event, wait_for_module,
     wait_for_pool,
@@ -364,7 +365,7 @@ async fn one_minor_version_up_is_applied_and_two_are_refused_with_nothing_change
 }
 
 #[tokio::test]
-async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
+async fn a_new_version_rolls_the_nodes_and_the_cluster_is_upgrading_until_the_rollout_ends() {
     let platform = Platform::new("pc-mixed").await;
     let v30 = platform.template("v30", "v1.30.4", json!({})).await;
     let v31 = platform.template("v31", "v1.31.2", json!({})).await;
@@ -378,6 +379,7 @@ async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
             .map(|n| n.kubelet_version.clone())
             .collect();
         versions.sort();
+        versions.dedup();
         versions
     };
     let ready = platform
@@ -385,10 +387,16 @@ async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
             s.phase.as_deref() == Some("Ready") && s.nodes.len() == 1
         })
         .await;
-    assert_eq!(kubelets(&ready.status.unwrap_or_default()), ["v1.30.4"]);
+    let status = ready.status.unwrap_or_default();
+    assert_eq!(kubelets(&status), ["v1.30.4"]);
+    // A Pod whose budget holds the old Node's drain up: the rollout cannot
+    // end until the test lets it.
+    let old = status.nodes[0].name.clone();
+    let app = format!("{}-web", platform.ns);
+    let (_, budgets, budget) = pod_with_budget(&platform.workload, &old, &app).await;
 
-    // One minor up and one more node: the simulated cloud boots the new
-    // machine on v1.31.2 and, like a pool without a rollout, keeps the old one.
+    // One minor up and one more node: the pool rolls its instances, the new
+    // ones booting v1.31.2 before the old one is drained.
     let change = json!({"spec": {"templateName": v31, "nodeGroups": [{"name": "md", "count": 2}]}});
     platform
         .clusters
@@ -407,6 +415,17 @@ async fn nodes_of_two_kubelet_versions_roll_the_cluster_up_to_upgrading() {
         "{status:?}"
     );
     assert_eq!(kubelets(&status), ["v1.30.4", "v1.31.2"]);
+
+    // The drain may finish: the old Node goes, and with it the upgrade.
+    allow_one(&budgets, &budget).await;
+    let done = platform
+        .wait("c", "Ready on two v1.31.2 nodes", |s| {
+            s.phase.as_deref() == Some("Ready") && s.nodes.len() == 2
+        })
+        .await;
+    let status = done.status.unwrap_or_default();
+    assert_eq!(kubelets(&status), ["v1.31.2"], "{status:?}");
+    assert!(status.nodes.iter().all(|n| n.name != old), "{status:?}");
 }
 
 #[tokio::test]

@@ -12,14 +12,14 @@ use std::time::Duration;
 use capwasm::api::provider::{InstanceState, InstanceStatus};
 use capwasm::api::{WasmMachine, WasmMachinePool};
 use capwasm::simcloud::{InstanceState as CloudState, RunningSimCloud, SimCloud};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
+use testenv::budget::{allow_one, pod_with_budget};
 use testenv::flows::{
     Apis, WAIT, condition, scale, wait_for, wait_for_cluster, wait_for_event, wait_for_pool,
 };
@@ -542,20 +542,7 @@ async fn under_capwasm_core_a_deleted_machine_drains_its_node_as_its_budget_allo
 
     // The budget allows one disruption (as the disruption controller would
     // write it): the Pod is evicted, and everything of the Machine goes.
-    budgets
-        .patch_status(
-            &app,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "observedGeneration": budget.metadata.generation,
-                "disruptionsAllowed": 1,
-                "currentHealthy": 1,
-                "desiredHealthy": 0,
-                "expectedPods": 1,
-            }})),
-        )
-        .await
-        .unwrap();
+    allow_one(&budgets, &budget).await;
     wait_for(&core, &chosen_name, "the drained Machine is gone", |m| {
         m.is_none()
     })
@@ -635,41 +622,6 @@ async fn running_machines(
         .await;
     }
     listed
-}
-
-/// Pod `app` on Node `node` of the workload cluster, in `default`, and a
-/// PodDisruptionBudget of it that allows no eviction yet (no status: the
-/// API server refuses evictions until one is written).
-async fn pod_with_budget(
-    workload: &Client,
-    node: &str,
-    app: &str,
-) -> (Api<Pod>, Api<PodDisruptionBudget>, PodDisruptionBudget) {
-    let pods: Api<Pod> = Api::namespaced(workload.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": app, "labels": {"app": app}},
-        "spec": {"nodeName": node, "containers": [{"name": "web", "image": "web"}]},
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    // Running (the simulated kubelet says so): a Pending Pod is evicted
-    // whatever its budget says.
-    wait_for(&pods, app, "the Pod runs", |p| {
-        p.and_then(|p| p.status.as_ref())
-            .is_some_and(|s| s.phase.as_deref() == Some("Running"))
-    })
-    .await;
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(workload.clone(), "default");
-    let budget: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": app},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}},
-    }))
-    .unwrap();
-    let budget = budgets
-        .create(&PostParams::default(), &budget)
-        .await
-        .unwrap();
-    (pods, budgets, budget)
 }
 
 /// The `Deleting` condition of core Machine `m`, if it has one with `reason`.

@@ -13,6 +13,7 @@
 
 mod apiserver;
 mod binaries;
+pub mod budget;
 mod certs;
 pub mod clusterctl;
 mod crds;
