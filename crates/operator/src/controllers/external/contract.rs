@@ -82,21 +82,26 @@ impl Mirror {
     }
 }
 
-/// The reason and message of the object's `Ready` condition (v1beta1 and
-/// v1beta2 conditions share the fields).
+/// The reason and message of the object's `Ready` condition.
 fn ready_condition(object: &DynamicObject) -> Option<(String, String)> {
+    condition(object, "Ready").map(|(_, reason, message)| (reason, message))
+}
+
+/// The status, reason and message of the object's condition `type_`
+/// (v1beta1 and v1beta2 conditions share the fields).
+pub fn condition(object: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
     let conditions = status_field(object, &["conditions"])?.as_array()?;
-    let ready = conditions
+    let found = conditions
         .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))?;
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?;
     let text = |key| {
-        ready
+        found
             .get(key)
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned()
     };
-    Some((text("reason"), text("message")))
+    Some((text("status"), text("reason"), text("message")))
 }
 
 /// The failure the object reports (`status.failureReason` / `failureMessage`), if any.

@@ -17,7 +17,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-pub use contract::{Mirror, contract_flag, failure, spec_field, status_field};
+pub use contract::{Mirror, condition, contract_flag, failure, spec_field, status_field};
 pub use watch::Changed;
 
 use super::cache::Caches;

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::api::conditions::Desired;
 use crate::api::machine::{FIELD_MANAGER, MachineInitializationStatus};
 use crate::api::provider::MachineAddress;
 use crate::api::{ConditionType, Machine, Reason};
@@ -46,6 +47,15 @@ pub async fn run(scope: &mut Scope<Machine>, ctx: &Context) -> Result<Outcome, E
         }
         .of(&object, ready, &reference),
     );
+    // Up to date as its InfraMachine says: only the infrastructure pool
+    // knows what each instance was made from.
+    if let Some((status, _, message)) = external::condition(&object, "UpToDate") {
+        scope.set(if status == "True" {
+            Desired::holds(ConditionType::UpToDate, Reason::UpToDate, "")
+        } else {
+            Desired::fails(ConditionType::UpToDate, Reason::NotUpToDate, message)
+        });
+    }
     let provider_id = spec_field(&object, &["providerID"])
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty());
