@@ -475,6 +475,82 @@ async fn core_machines(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_capwasm_core_a_deleted_machine_drains_its_node_as_its_budget_allows_then_its_instance_goes()
  {
+    let held = Box::pin(held_drain("web")).await;
+    let Held {
+        install,
+        machines,
+        core,
+        chosen_name,
+        node,
+        instance_id,
+        workload,
+        app,
+        pods,
+        budgets,
+        budget,
+        ..
+    } = &held;
+
+    core.delete(chosen_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let draining = wait_for(
+        core,
+        chosen_name,
+        "the drain is held up by the budget",
+        |m| m.is_some_and(|m| deleting_with(m, "DrainingNode", "disruption budget")),
+    )
+    .await;
+    println!(
+        "held up: {}",
+        draining.unwrap().data["status"]["conditions"]
+    );
+    let nodes: Api<Node> = Api::all(workload.clone());
+    let cordoned = nodes.get(node).await.unwrap();
+    assert_eq!(cordoned.spec.unwrap().unschedulable, Some(true), "cordoned");
+    assert!(pods.get_opt(app).await.unwrap().is_some(), "the Pod stays");
+    let kept = machines.get(chosen_name).await.unwrap();
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "its WasmMachine waits for the drain"
+    );
+    assert_eq!(
+        cloud_state(&install.cloud, instance_id),
+        Some(CloudState::Running)
+    );
+
+    // The budget allows one disruption (as the disruption controller would
+    // write it): the Pod is evicted, and everything of the Machine goes.
+    allow_one(budgets, budget).await;
+    wait_for(core, chosen_name, "the drained Machine is gone", |m| {
+        m.is_none()
+    })
+    .await;
+    assert!(
+        pods.get_opt(app).await.unwrap().is_none(),
+        "the Pod was evicted"
+    );
+    replaced_once(&held).await;
+}
+
+/// A pool of three under capwasm's core with one of its Machines chosen,
+/// and on its Node a Pod `<ns>-<app>` whose budget allows no eviction yet.
+struct Held {
+    install: Install,
+    apis: Apis,
+    machines: Api<WasmMachine>,
+    core: Api<DynamicObject>,
+    chosen_name: String,
+    node: String,
+    instance_id: String,
+    workload: Client,
+    app: String,
+    pods: Api<k8s_openapi::api::core::v1::Pod>,
+    budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
+    budget: k8s_openapi::api::policy::v1::PodDisruptionBudget,
+}
+
+async fn held_drain(app: &str) -> Held {
     let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Capwasm)).await;
     let (client, ns) = (&install.client, &install.ns);
     let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
@@ -484,93 +560,53 @@ async fn under_capwasm_core_a_deleted_machine_drains_its_node_as_its_budget_allo
     // each Running on its Node.
     let pool_uid = apis.pools.get("pool").await.unwrap().metadata.uid;
     let listed = running_machines(&core, &machines, &names, pool_uid.as_ref()).await;
-
-    // A Pod on the chosen Machine's Node, whose budget allows no eviction
-    // (its status unset: the API server refuses until one is written).
-    let chosen = listed[0].clone();
-    let chosen_name = chosen.name_any();
-    let node = chosen.data["status"]["nodeRef"]["name"]
+    let chosen_name = listed[0].name_any();
+    let node = listed[0].data["status"]["nodeRef"]["name"]
         .as_str()
         .unwrap()
         .to_owned();
     let instance_id = two_names_id(&machines, &chosen_name).await;
     let workload = install.env.workload().unwrap().client().unwrap();
-    let app = format!("{ns}-web");
+    let app = format!("{ns}-{app}");
     let (pods, budgets, budget) = pod_with_budget(&workload, &node, &app).await;
+    Held {
+        install,
+        apis,
+        machines,
+        core,
+        chosen_name,
+        node,
+        instance_id,
+        workload,
+        app,
+        pods,
+        budgets,
+        budget,
+    }
+}
 
-    core.delete(&chosen_name, &DeleteParams::default())
-        .await
-        .unwrap();
-    let draining = wait_for(
-        &core,
-        &chosen_name,
-        "the drain is held up by the budget",
-        |m| {
-            m.is_some_and(|m| {
-                m.data["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| {
-                        c["type"] == "Deleting"
-                            && c["reason"] == "DrainingNode"
-                            && c["message"]
-                                .as_str()
-                                .is_some_and(|t| t.contains("disruption budget"))
-                    })
-            })
-        },
-    )
-    .await;
-    println!(
-        "held up: {}",
-        draining.unwrap().data["status"]["conditions"]
-    );
-    let nodes: Api<Node> = Api::all(workload.clone());
-    let cordoned = nodes.get(&node).await.unwrap();
-    assert_eq!(cordoned.spec.unwrap().unschedulable, Some(true), "cordoned");
-    assert!(pods.get_opt(&app).await.unwrap().is_some(), "the Pod stays");
-    let kept = machines.get(&chosen_name).await.unwrap();
+/// Once the chosen Machine is gone: its WasmMachine, Node and instance
+/// went, exactly that instance, and the pool made one in its place.
+async fn replaced_once(held: &Held) {
+    let nodes: Api<Node> = Api::all(held.workload.clone());
     assert!(
-        kept.metadata.deletion_timestamp.is_none(),
-        "its WasmMachine waits for the drain"
-    );
-    assert_eq!(
-        cloud_state(&install.cloud, &instance_id),
-        Some(CloudState::Running)
-    );
-
-    // The budget allows one disruption (as the disruption controller would
-    // write it): the Pod is evicted, and everything of the Machine goes.
-    allow_one(&budgets, &budget).await;
-    wait_for(&core, &chosen_name, "the drained Machine is gone", |m| {
-        m.is_none()
-    })
-    .await;
-    assert!(
-        pods.get_opt(&app).await.unwrap().is_none(),
-        "the Pod was evicted"
-    );
-    assert!(
-        nodes.get_opt(&node).await.unwrap().is_none(),
+        nodes.get_opt(&held.node).await.unwrap().is_none(),
         "its Node was deleted"
     );
-    assert!(machines.get_opt(&chosen_name).await.unwrap().is_none());
+    let machines = &held.machines;
+    assert!(machines.get_opt(&held.chosen_name).await.unwrap().is_none());
+    let cloud = &held.install.cloud;
     assert_ne!(
-        cloud_state(&install.cloud, &instance_id),
+        cloud_state(cloud, &held.instance_id),
         Some(CloudState::Running)
     );
-    let (_, refilled) = settled(&machines, &apis.infra_pools, 3).await;
+    let (_, refilled) = settled(machines, &held.apis.infra_pools, 3).await;
     assert!(
-        !refilled.iter().any(|i| i.id == instance_id),
+        !refilled.iter().any(|i| i.id == held.instance_id),
         "{refilled:#?}"
     );
-    assert_eq!(
-        install.cloud.cloud().total_creations(),
-        4,
-        "instances created"
-    );
-    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+    assert_eq!(cloud.cloud().total_creations(), 4, "instances created");
+    wait_for_pool(&held.apis.pools, "pool", "Running", 3).await;
 }
 
 /// Waits until core's Machines are one per WasmMachine of `names`, each
@@ -640,43 +676,38 @@ fn deleting_with(m: &DynamicObject, reason: &str, message: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_capwasm_core_a_drain_that_cannot_finish_ends_at_its_timeout_and_a_second_delete_changes_nothing()
  {
-    let (install, apis, machines, _) = Box::pin(pool_of_three(Core::Capwasm)).await;
-    let (client, ns) = (&install.client, &install.ns);
-    let (three, _) = settled(&machines, &apis.infra_pools, 3).await;
-    let names = ids(three.iter().map(|m| m.metadata.name.as_ref().unwrap()));
-    let core = machines_api(client, ns);
-    let pool_uid = apis.pools.get("pool").await.unwrap().metadata.uid;
-    let listed = running_machines(&core, &machines, &names, pool_uid.as_ref()).await;
-    let chosen_name = listed[0].name_any();
-    let node = listed[0].data["status"]["nodeRef"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let instance_id = two_names_id(&machines, &chosen_name).await;
-    let workload = install.env.workload().unwrap().client().unwrap();
-    let app = format!("{ns}-stuck");
     // A budget that never allows an eviction, and a drain timeout set on
     // the Machine by its user (the pool's manager does not own the field).
-    let (pods, _, _) = pod_with_budget(&workload, &node, &app).await;
+    let held = Box::pin(held_drain("stuck")).await;
+    let Held {
+        install,
+        core,
+        chosen_name,
+        node,
+        app,
+        pods,
+        ..
+    } = &held;
+    let (client, ns) = (&install.client, &install.ns);
     core.patch(
-        &chosen_name,
+        chosen_name,
         &PatchParams::default(),
         &Patch::Merge(json!({"spec": {"deletion": {"nodeDrainTimeoutSeconds": 15}}})),
     )
     .await
     .unwrap();
 
-    core.delete(&chosen_name, &DeleteParams::default())
+    core.delete(chosen_name, &DeleteParams::default())
         .await
         .unwrap();
-    let draining = wait_for(&core, &chosen_name, "the drain is held up", |m| {
+    let draining = wait_for(core, chosen_name, "the drain is held up", |m| {
         m.is_some_and(|m| deleting_with(m, "DrainingNode", "disruption budget"))
     })
     .await
     .unwrap();
     // Deleted again while it drains: the same deletion, nothing new.
     let again = core
-        .delete(&chosen_name, &DeleteParams::default())
+        .delete(chosen_name, &DeleteParams::default())
         .await
         .unwrap()
         .left()
@@ -686,45 +717,25 @@ async fn under_capwasm_core_a_drain_that_cannot_finish_ends_at_its_timeout_and_a
         draining.metadata.deletion_timestamp
     );
 
-    let event = wait_for_event(client, ns, &chosen_name, "NodeDrainTimedOut").await;
-    assert!(event.contains(&node), "{event}");
+    let event = wait_for_event(client, ns, chosen_name, "NodeDrainTimedOut").await;
+    assert!(event.contains(node.as_str()), "{event}");
     wait_for(
-        &core,
-        &chosen_name,
+        core,
+        chosen_name,
         "the Machine is gone after its timeout",
         |m| m.is_none(),
     )
     .await;
-    let gone = core.delete(&chosen_name, &DeleteParams::default()).await;
+    let gone = core.delete(chosen_name, &DeleteParams::default()).await;
     assert!(
         matches!(&gone, Err(kube::Error::Api(s)) if s.code == 404),
         "a third delete finds nothing: {gone:?}"
     );
     assert!(
-        pods.get_opt(&app).await.unwrap().is_some(),
+        pods.get_opt(app).await.unwrap().is_some(),
         "the Pod its budget protects was never evicted"
     );
-    let nodes: Api<Node> = Api::all(workload.clone());
-    assert!(
-        nodes.get_opt(&node).await.unwrap().is_none(),
-        "its Node was deleted"
-    );
-    assert_ne!(
-        cloud_state(&install.cloud, &instance_id),
-        Some(CloudState::Running)
-    );
-    // Exactly that instance went, once, and the pool replaced it once.
-    let (_, refilled) = settled(&machines, &apis.infra_pools, 3).await;
-    assert!(
-        !refilled.iter().any(|i| i.id == instance_id),
-        "{refilled:#?}"
-    );
-    assert_eq!(
-        install.cloud.cloud().total_creations(),
-        4,
-        "instances created"
-    );
-    wait_for_pool(&apis.pools, "pool", "Running", 3).await;
+    replaced_once(&held).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
