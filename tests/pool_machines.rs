@@ -21,7 +21,8 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use testenv::budget::{allow_one, pod_with_budget};
 use testenv::flows::{
-    Apis, WAIT, condition, scale, wait_for, wait_for_cluster, wait_for_event, wait_for_pool,
+    Apis, WAIT, condition, eventually, scale, wait_for, wait_for_cluster, wait_for_event,
+    wait_for_pool,
 };
 use testenv::install::{Core, Install};
 
@@ -49,15 +50,11 @@ async fn settled(
     pools: &Api<WasmMachinePool>,
     count: usize,
 ) -> (Vec<WasmMachine>, Vec<InstanceStatus>) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    eventually(WAIT, Duration::from_millis(250), || async {
         let pool = pools.get("pool").await.unwrap();
         let instances = up(&pool);
-        let listed = machines
-            .list(&ListParams::default().labels(POOL_LABEL))
-            .await
-            .unwrap()
-            .items;
+        let params = ListParams::default().labels(POOL_LABEL);
+        let listed = machines.list(&params).await.unwrap().items;
         let reported = |m: &WasmMachine| {
             instances.iter().any(|i| {
                 i.id == m.spec.instance_id
@@ -75,14 +72,14 @@ async fn settled(
                 .iter()
                 .all(|m| reported(m) && m.metadata.deletion_timestamp.is_none())
         {
-            return (listed, instances);
+            Ok((listed, instances))
+        } else {
+            Err(format!(
+                "never {count} instances each with its WasmMachine: instances {instances:#?}, WasmMachines {listed:#?}"
+            ))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never {count} instances each with its WasmMachine: instances {instances:#?}, WasmMachines {listed:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await
 }
 
 /// An install of `core` with Cluster `c1` and its pool `pool` Running with
@@ -450,22 +447,16 @@ async fn core_machines(
     selector: &str,
     done: impl Fn(&[DynamicObject]) -> bool,
 ) -> Vec<DynamicObject> {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let listed = core
-            .list(&ListParams::default().labels(selector))
-            .await
-            .unwrap()
-            .items;
+    eventually(WAIT, Duration::from_millis(250), || async {
+        let params = ListParams::default().labels(selector);
+        let listed = core.list(&params).await.unwrap().items;
         if done(&listed) {
-            return listed;
+            Ok(listed)
+        } else {
+            Err(format!("core's Machines never as awaited: {listed:#?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "core's Machines never as awaited: {listed:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await
 }
 
 /// The Machines of capwasm's core, and a drain a PodDisruptionBudget holds
@@ -867,8 +858,7 @@ fn watch_ready_nodes(
 /// Waits until the rollout is done: three instances, none of `old`, each
 /// up to date, and the pool saying so; returns them.
 async fn rolled_out(pools: &Api<WasmMachinePool>, old: &BTreeSet<String>) -> Vec<InstanceStatus> {
-    let deadline = tokio::time::Instant::now() + 3 * WAIT;
-    loop {
+    eventually(3 * WAIT, Duration::from_millis(500), || async {
         let pool = pools.get("pool").await.unwrap();
         let status = pool.status.clone().unwrap_or_default();
         let instances = up(&pool);
@@ -878,14 +868,12 @@ async fn rolled_out(pools: &Api<WasmMachinePool>, old: &BTreeSet<String>) -> Vec
             && condition(&status.common.conditions, "RollingOut")
                 .is_some_and(|(_, reason, _)| reason == "NotRollingOut");
         if done {
-            return instances;
+            Ok(instances)
+        } else {
+            Err(format!("the rollout never finished: {status:#?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the rollout never finished: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,6 +29,27 @@ use crate::{ApiServer, CREDENTIALS_NAMESPACE, Error, Result, Stack};
 /// How long a test waits for the operator to get somewhere.
 pub const WAIT: Duration = Duration::from_secs(90);
 
+/// Looks every `every` until `look` finds what it awaits (`Ok`) and
+/// returns it.
+///
+/// # Panics
+///
+/// After `within`, with what `look` last said was missing (`Err`).
+pub async fn eventually<T, F, Fut>(within: Duration, every: Duration, mut look: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match look().await {
+            Ok(found) => return found,
+            Err(missing) => assert!(tokio::time::Instant::now() < deadline, "{missing}"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Waits until `done` holds for object `name` (`None`: it does not exist)
 /// and returns it.
 ///
