@@ -1,22 +1,95 @@
-//! What one reconcile works on: the object, its Cluster, the status being
+//! A kind the frame reconciles (its phases, its summary) and what one
+//! reconcile of it works on: the object, its Cluster, the status being
 //! computed and what the phases found, with the writes a phase makes
 //! through it.
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt as _;
+use serde::Serialize;
 
-use super::Reconciler;
-use super::status::author;
 use crate::api::conditions::{self, Desired};
-use crate::api::{Cluster, ConditionType, ObjectStatus, Reason};
+use crate::api::{Cluster, ConditionType, HasStatus, ObjectStatus, Reason};
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
+use crate::controllers::finalizer::Required;
 use crate::controllers::outcome::{Outcome, Wait};
-use crate::controllers::write;
+use crate::controllers::shard::{Role, Shard};
+use crate::controllers::write::{self, Writable};
+
+/// One phase: `async fn(&mut Scope<K>, &Context) -> Result<Outcome, Error>`,
+/// boxed by [`phases!`](crate::phases).
+pub type Phase<K> =
+    for<'a> fn(&'a mut Scope<K>, &'a Context) -> BoxFuture<'a, Result<Outcome, Error>>;
+
+/// A kind the frame reconciles.
+pub trait Reconciler: HasStatus + Writable + Serialize {
+    /// What the phases find, for the phases after them and the summary.
+    type Found: Default + Send + Sync;
+    /// The controller's name in metrics and logs.
+    const CONTROLLER: &'static str;
+    /// The field manager of its status.
+    const FIELD_MANAGER: &'static str;
+    /// Its finalizer, if deleting it needs work.
+    const FINALIZER: Option<&'static str>;
+    /// The condition summing the object up.
+    const SUMMARY: ConditionType;
+    /// The phases while it lives.
+    const PHASES: &'static [Phase<Self>];
+    /// The phases while it is deleted: done when all of them continue.
+    const DELETE_PHASES: &'static [Phase<Self>];
+    /// Whether a new phase is worth an Event. Upstream publishes one for a
+    /// Cluster's, none for a MachinePool's (a phase per step of every pool
+    /// of a fleet is many writes that say what the status says).
+    const PHASE_EVENTS: bool = false;
+
+    /// The Cluster the object belongs to, from the cache. An error stops
+    /// the reconcile before the finalizer (upstream: no finalizer without a
+    /// Cluster); only the summary condition is written.
+    fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
+        let _ = ctx;
+        Ok(None)
+    }
+
+    /// What shard `shard` does with the object: [`Shard::role`] of its
+    /// Cluster, or [`Shard::role_shared`] for what every shard needs.
+    fn role(&self, shard: Shard) -> Role;
+
+    /// Whether the object's owner has claimed it. A provider object waits
+    /// for its Cluster or MachinePool to set the owner reference: until then
+    /// nothing is written, not even the finalizer, as upstream's providers
+    /// wait; the owner's write brings it back.
+    fn claimed(&self) -> bool {
+        true
+    }
+
+    /// Whether the object's own spec pauses it (kinds with `spec.paused`).
+    fn spec_paused(&self) -> bool {
+        false
+    }
+
+    /// Labels and owner references the object must carry before anything
+    /// runs; they go with the finalizer.
+    fn required(scope: &Scope<Self>) -> Required {
+        let _ = scope;
+        Required::default()
+    }
+
+    /// Derived status (phase, summary conditions) once the phases ran.
+    fn summarize(scope: &mut Scope<Self>, ctx: &Context, results: &[Result<Outcome, Error>]);
+}
+
+/// Who writes for `K`.
+pub(super) fn author<K: Reconciler>() -> write::Author {
+    write::Author {
+        controller: K::CONTROLLER,
+        manager: K::FIELD_MANAGER,
+    }
+}
 
 /// What one reconcile works on.
 pub struct Scope<K: Reconciler> {

@@ -1,7 +1,7 @@
 //! Steps 6 of the reconcile: the status written once, if it changed, with
 //! an Event per changed condition and phase.
 
-use super::{Reconciler, Scope};
+use super::scope::{Reconciler, Scope, author};
 use crate::api::conditions;
 use crate::api::{ObjectStatus, Reason};
 use crate::controllers::context::Context;
@@ -25,14 +25,6 @@ pub(super) async fn write_summary<K: Reconciler>(
         scope.status.set_observed_generation(generation);
     }
     write_status(scope, ctx).await
-}
-
-/// Who writes for `K`.
-pub(super) fn author<K: Reconciler>() -> write::Author {
-    write::Author {
-        controller: K::CONTROLLER,
-        manager: K::FIELD_MANAGER,
-    }
 }
 
 /// Writes the scope's status if it differs from the object's, announcing
