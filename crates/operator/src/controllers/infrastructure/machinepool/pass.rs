@@ -83,15 +83,17 @@ impl<'a> Pass<'a> {
             self.plan = rollout::Plan::as_asked(recorded, revision, replicas);
             return Ok(());
         }
-        let key = ClusterKey::new(
-            pool.namespace().unwrap_or_default(),
-            self.machine_pool.spec.cluster_name.clone(),
-        );
-        let nodes = ctx.workload.nodes(&key).await.ok();
+        // What goes on a plain scale-down needs neither the Nodes nor core's
+        // Machines; a rollout, or anything to remove, needs both.
         let core = &mut self.core;
         let going = machines::going(ctx, core, &self.machines, false).await?;
-        self.plan = rollout::plan(pool, recorded, &going, nodes.as_ref(), revision, replicas);
+        self.plan = rollout::plan(pool, recorded, &going, None, revision, replicas);
         if self.plan.goes > 0 || !self.plan.out_of_date.is_empty() {
+            let key = ClusterKey::new(
+                pool.namespace().unwrap_or_default(),
+                self.machine_pool.spec.cluster_name.clone(),
+            );
+            let nodes = ctx.workload.nodes(&key).await.ok();
             let going = machines::going(ctx, core, &self.machines, true).await?;
             self.plan = rollout::plan(pool, recorded, &going, nodes.as_ref(), revision, replicas);
         }
