@@ -13,6 +13,7 @@ use axum::routing::post;
 use capwasm::testing::{ec2, requests};
 use capwasm::wasm::clusters::{ClusterRequest, ClusterState};
 use capwasm::wasm::machine_pools::{DeleteRequest, PoolState, ReconcileRequest};
+use capwasm::wasm::node_shapes::{DescribeRequest, NodeShape};
 use capwasm::wasm::types::{Credential, DeleteOutcome, InstanceState, ProviderError};
 use capwasm::wasm::{
     CallError, Capabilities, Limits, ProviderSource, ProviderSpec, Runtime, RuntimeSettings,
@@ -162,6 +163,17 @@ impl Env {
             credentials: self.credentials(),
             ..requests::delete_pool(config)
         }
+    }
+
+    /// `node-shapes.describe` of the pool's nodes with `instance_type`.
+    async fn describe_nodes(&self, instance_type: &str) -> Result<NodeShape, CallError> {
+        let config = self.config(&json!({"instanceType": instance_type}));
+        let request = DescribeRequest {
+            pool: requests::reconcile_pool(&config, 0).pool,
+            config,
+            credentials: self.credentials(),
+        };
+        self.runtime.describe_nodes(PROVIDER, &request).await
     }
 
     /// What moto holds tagged for `cluster`.
@@ -461,6 +473,52 @@ async fn pool_scales_without_duplicates_and_keeps_its_lowest_ordinals() {
     assert_eq!(one.instances.len(), 1);
     assert_eq!(one.instances[0].id, live[0].id);
     assert_eq!(one.instances[0].provider_id, provider_ids[0]);
+}
+
+/// `(name, quantity)` pairs, as a node shape's capacity lists them.
+fn capacity(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(name, quantity)| ((*name).to_owned(), (*quantity).to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn node_shapes_are_what_describe_instance_types_answers() {
+    let env = Env::start().await;
+    // No cluster needed: the shape is the instance type's alone.
+    let shape = env.describe_nodes("m5.large").await.expect("m5.large");
+    assert_eq!(
+        shape.capacity,
+        capacity(&[("cpu", "2"), ("memory", "8192Mi")])
+    );
+    assert_eq!(
+        (shape.architecture.as_str(), shape.operating_system.as_str()),
+        ("amd64", "linux")
+    );
+
+    // moto's g4dn.xlarge has one NVIDIA T4.
+    let shape = env
+        .describe_nodes("g4dn.xlarge")
+        .await
+        .expect("g4dn.xlarge");
+    assert_eq!(
+        shape.capacity,
+        capacity(&[("cpu", "4"), ("memory", "16384Mi"), ("nvidia.com/gpu", "1")])
+    );
+    let shape = env.describe_nodes("m6g.large").await.expect("m6g.large");
+    assert_eq!(shape.architecture, "arm64");
+    // i386 and x86_64: a Kubernetes node runs the second.
+    let shape = env.describe_nodes("t2.micro").await.expect("t2.micro");
+    assert_eq!(shape.architecture, "amd64");
+
+    // moto, like EC2, answers 400 InvalidInstanceType.
+    let error = provider_error(env.describe_nodes("m5.huge").await);
+    let ProviderError::Terminal(terminal) = &error else {
+        panic!("expected terminal, got {error:?}");
+    };
+    assert_eq!(terminal.reason, "UnknownInstanceType");
+    assert!(terminal.message.contains("m5.huge"), "{}", terminal.message);
 }
 
 /// Each instance's id, providerID and request token.

@@ -28,7 +28,8 @@ use testenv::release::Release;
 
 /// The release installed, this tree applied over it with a pool at rest
 /// (watched throughout: Running with all its Nodes ready, every look) and
-/// one scaling 1 → 3; then the release applied back over this tree while
+/// one scaling 1 → 3 (and 3 → 4 once this tree serves the release's
+/// modules); then the release applied back over this tree while
 /// the first pool scales 2 → 3. Nothing is made again: the same objects
 /// (by UID), the same instances, and the cloud made exactly one instance
 /// per replica ever asked for. The providers throughout are the release's
@@ -72,15 +73,22 @@ async fn the_newest_release_upgrades_to_this_tree_and_back_with_every_pool_runni
     assert_eq!(objects(&client, &served.namespace).await?, made);
     assert_eq!(in_flight.spec.provider_id_list.len(), 3);
     instances_are_exactly(&served, 5)?;
+    // The release's modules are this tree's to serve now: a pool that
+    // scales after the rollout scales through them (a module this tree
+    // refused to load would leave the pool short, its status at rest as
+    // the release left it).
+    scale(&pools, "in-flight", 4).await?;
+    let in_flight = wait_for_pool(&pools, "in-flight", "Running", 4).await;
+    instances_are_exactly(&served, 6)?;
 
     // The downgrade: the release over this tree, the other pool scaling.
-    let watch = Watch::start(pools.clone(), "in-flight", 3);
+    let watch = Watch::start(pools.clone(), "in-flight", 4);
     scale(&pools, "at-rest", 3).await?;
     install(&client, &release.deploy_dir(""), &release.image).await?;
     let scaled = wait_for_pool(&pools, "at-rest", "Running", 3).await;
     let looks = watch.stop().await?;
     eprintln!("the pool at rest was looked at {looks} times during the downgrade");
-    let kept = wait_for_pool(&pools, "in-flight", "Running", 3).await;
+    let kept = wait_for_pool(&pools, "in-flight", "Running", 4).await;
     assert_eq!(kept.spec.provider_id_list, in_flight.spec.provider_id_list);
     for id in &at_rest.spec.provider_id_list {
         assert!(
@@ -90,7 +98,7 @@ async fn the_newest_release_upgrades_to_this_tree_and_back_with_every_pool_runni
         );
     }
     assert_eq!(objects(&client, &served.namespace).await?, made);
-    instances_are_exactly(&served, 6)?;
+    instances_are_exactly(&served, 7)?;
     drop(node);
     Ok(())
 }

@@ -1157,9 +1157,9 @@ async fn a_phase_past_the_template_s_timeout_is_unhealthy_with_the_reason() {
     let expected = "Reconciling for longer than the template's 3s: nodes provisioning: md 0/1";
     let cluster = platform
         .wait("c", expected, |s| {
-            s.conditions.iter().any(|c| {
-                c.type_ == "Ready" && c.reason == "PhaseTimedOut" && c.message == expected
-            })
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.reason == "PhaseTimedOut" && c.message == expected)
         })
         .await;
     let status = cluster.status.unwrap();

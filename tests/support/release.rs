@@ -76,6 +76,27 @@ impl Release {
         })
     }
 
+    /// The newest release's Rust providers alone (no image): built once
+    /// from the commit `image/releases` names last.
+    ///
+    /// # Errors
+    ///
+    /// If `image/releases` names none, or the build fails.
+    pub fn newest_guests() -> Result<PathBuf> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../image/releases");
+        let releases = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let commit = releases
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_whitespace().nth(1))
+            .next_back()
+            .ok_or_else(|| Error::Tool(format!("{} names no release", path.display())))?;
+        build_script_with("release-guests/build.sh", &[commit])
+    }
+
     /// The release's deploy/ or one of its variants.
     pub fn deploy_dir(&self, variant: &str) -> PathBuf {
         self.tree.path().join("deploy").join(variant)

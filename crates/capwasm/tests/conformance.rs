@@ -49,9 +49,9 @@ async fn every_sim_infrastructure_implementation_passes_the_infrastructure_scena
     ] {
         let output = conformance(component, &["--world", "infrastructure"]).await;
         assert_exit(&output, 0);
-        assert_eq!(checks(&output, "ok    ").len(), 14, "{}", stdout(&output));
+        assert_eq!(checks(&output, "ok    ").len(), 15, "{}", stdout(&output));
         assert!(
-            stdout(&output).ends_with("14 checks: 14 passed, 0 failed\n"),
+            stdout(&output).ends_with("15 checks: 15 passed, 0 failed\n"),
             "{}",
             stdout(&output)
         );
@@ -64,14 +64,14 @@ async fn a_provider_that_does_not_provision_as_sim_infrastructure_fails_each_sce
 
     assert_exit(&output, FAILED);
     let failed = checks(&output, "FAIL  ");
-    assert_eq!(failed.len(), 14, "{}", stdout(&output));
+    assert_eq!(failed.len(), 15, "{}", stdout(&output));
     assert!(
         failed[0].starts_with("FAIL  scale up creates sim instances")
             && failed[0].contains("machine-pools.reconcile returned invalid config at $.endpoint"),
         "{}",
         failed[0]
     );
-    assert!(stdout(&output).ends_with("14 checks: 0 passed, 14 failed\n"));
+    assert!(stdout(&output).ends_with("15 checks: 0 passed, 15 failed\n"));
 }
 
 #[tokio::test]

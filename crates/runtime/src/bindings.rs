@@ -49,7 +49,6 @@ mod generated {
     }
 }
 
-pub(crate) use generated::InfrastructureProviderIndices;
 pub(crate) use generated::bootstrap_world::BootstrapProviderIndices;
 pub(crate) use generated::capwasm::provider::log;
 
@@ -69,6 +68,7 @@ pub(crate) mod interfaces {
     pub(crate) use super::generated::bootstrap_world::exports::capwasm::provider::bootstrap::GuestIndices as Bootstrap;
     pub(crate) use super::generated::exports::capwasm::provider::clusters::GuestIndices as Clusters;
     pub(crate) use super::generated::exports::capwasm::provider::machine_pools::GuestIndices as MachinePools;
+    pub(crate) use super::generated::exports::capwasm::provider::node_shapes::GuestIndices as NodeShapes;
     pub(crate) use super::generated::exports::capwasm::provider::pool_machines::GuestIndices as PoolMachines;
     pub(crate) use super::generated::exports::capwasm::provider::provider_ids::GuestIndices as ProviderIds;
     pub(crate) use super::generated::platform_world::exports::capwasm::platform::composition::GuestIndices as Composition;
@@ -94,6 +94,13 @@ pub mod machine_pools {
 /// The pool-machines interface's request type (0.1.2 on).
 pub mod pool_machines {
     pub use super::generated::exports::capwasm::provider::pool_machines::RemoveRequest;
+}
+
+/// The node-shapes interface's request and result types (0.1.2 on).
+pub mod node_shapes {
+    pub use super::generated::exports::capwasm::provider::node_shapes::{
+        DescribeRequest, NodeShape,
+    };
 }
 
 /// The clusters interface's request and result types.

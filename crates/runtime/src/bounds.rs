@@ -199,6 +199,8 @@ pub const MAX_ADDRESSES: usize = 32;
 pub const MAX_FAILURE_DOMAINS: usize = 100;
 /// Attributes of one failure domain.
 pub const MAX_ATTRIBUTES: usize = 64;
+/// Resources in a node shape's capacity.
+pub const MAX_CAPACITY_RESOURCES: usize = 32;
 
 // === Fixed: a platform provider's results ===
 

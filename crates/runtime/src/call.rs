@@ -16,9 +16,7 @@ use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
 use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::{
-    BootstrapProviderIndices, InfrastructureProviderIndices, PlatformProviderIndices,
-};
+use super::bindings::{BootstrapProviderIndices, PlatformProviderIndices};
 use super::fairness::{self, Fairness, Share, Tenant, Turn};
 use super::memory::{GuestMemory, MemoryBound};
 use super::metrics::{Held, Metrics};
@@ -295,15 +293,13 @@ pub(crate) async fn check_export_types(
         callee,
         "(export types)",
         async |store, instance, pre| {
-            let checked = match pre.world {
+            let checked = match &pre.world {
                 WorldExports::Bootstrap(_) => BootstrapProviderIndices::new(&pre.instance)
                     .and_then(|i| i.load(&mut *store, instance))
                     .map(drop),
-                WorldExports::Infrastructure(_) => {
-                    InfrastructureProviderIndices::new(&pre.instance)
-                        .and_then(|i| i.load(&mut *store, instance))
-                        .map(drop)
-                }
+                // Interface by interface: the exports added since 0.1.0 are
+                // optional, and the world's own check would ask for them.
+                WorldExports::Infrastructure(x) => x.type_check(&mut *store, instance),
                 WorldExports::Platform(_) => PlatformProviderIndices::new(&pre.instance)
                     .and_then(|i| i.load(&mut *store, instance))
                     .map(drop),

@@ -9,11 +9,12 @@
 //! result spends on every element (at its size in the host) and every byte.
 
 use super::bounds::{
-    MAX_ADDRESSES, MAX_ATTRIBUTES, MAX_FAILURE_DOMAINS, MAX_ID_BYTES, MAX_PROVIDER_ID_BYTES,
-    max_instances,
+    MAX_ADDRESSES, MAX_ATTRIBUTES, MAX_CAPACITY_RESOURCES, MAX_FAILURE_DOMAINS, MAX_ID_BYTES,
+    MAX_PROVIDER_ID_BYTES, max_instances,
 };
 use super::clusters::ClusterState;
 use super::machine_pools::PoolState;
+use super::node_shapes::NodeShape;
 use super::types::{BootstrapData, BootstrapFormat, Instance, InstanceState};
 
 /// A rule a result broke.
@@ -122,6 +123,91 @@ pub fn cluster_state(state: &ClusterState) -> Result<(), Violation> {
         }
     }
     Ok(())
+}
+
+/// A node shape: `cpu` and `memory` among at most
+/// [`MAX_CAPACITY_RESOURCES`] resources, each named once, as a Kubernetes
+/// resource name, with a quantity Kubernetes parses; an architecture and
+/// an operating system in Go's lower-case names.
+pub fn node_shape(shape: &NodeShape) -> Result<(), Violation> {
+    if shape.capacity.len() > MAX_CAPACITY_RESOURCES {
+        return Err(violation("more than 32 resources", "capacity"));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, (name, quantity)) in shape.capacity.iter().enumerate() {
+        resource_name(name).map_err(|rule| violation(rule, format!("capacity[{i}].name")))?;
+        if !names.insert(name.as_str()) {
+            return Err(violation(
+                "a resource repeated",
+                format!("capacity[{i}].name"),
+            ));
+        }
+        kubernetes_quantity(quantity)
+            .map_err(|rule| violation(rule, format!("capacity[{i}].quantity")))?;
+    }
+    for needed in ["cpu", "memory"] {
+        if !names.contains(needed) {
+            return Err(violation("no cpu or no memory", "capacity"));
+        }
+    }
+    for (field, value) in [
+        ("architecture", &shape.architecture),
+        ("operatingSystem", &shape.operating_system),
+    ] {
+        let go_name = !value.is_empty()
+            && value.len() <= 32
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        if !go_name {
+            return Err(violation("not 1-32 lower-case letters and digits", field));
+        }
+    }
+    Ok(())
+}
+
+/// A resource name as a Node's capacity takes it: `cpu`, or a qualified
+/// name such as `nvidia.com/gpu` (letters, digits, `-_.`, one `/`).
+fn resource_name(name: &str) -> Result<(), &'static str> {
+    let allowed = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    let ok = name.len() <= 253
+        && match name.split_once('/') {
+            Some((prefix, rest)) => allowed(prefix) && allowed(rest) && !rest.contains('/'),
+            None => allowed(name),
+        };
+    ok.then_some(()).ok_or("not a resource name")
+}
+
+/// A non-negative quantity in Kubernetes' notation: a decimal number then
+/// a binary (`Ki` … `Ei`) or decimal (`m`, `k`, `M` … `E`) suffix or an
+/// exponent (`e3`).
+fn kubernetes_quantity(text: &str) -> Result<(), &'static str> {
+    const RULE: &str = "not a Kubernetes quantity";
+    if text.is_empty() || text.len() > 64 {
+        return Err(RULE);
+    }
+    let number_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(number_end);
+    let digits = number.replacen('.', "", 1);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(RULE);
+    }
+    let exponent = |rest: &str| {
+        let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+        !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit())
+    };
+    let suffix_ok = matches!(
+        suffix,
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
+    ) || suffix.strip_prefix(['e', 'E']).is_some_and(exponent);
+    suffix_ok.then_some(()).ok_or(RULE)
 }
 
 /// Bootstrap data of the format it claims: cloud-config is UTF-8 text
@@ -374,5 +460,56 @@ mod tests {
             bootstrap_data(&binary).unwrap_err().rule,
             "cloud-config that is not UTF-8"
         );
+    }
+
+    #[test]
+    fn a_node_shape_has_cpu_memory_and_quantities_kubernetes_parses() {
+        let shape = |capacity: &[(&str, &str)], arch: &str| NodeShape {
+            capacity: capacity
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            architecture: arch.to_owned(),
+            operating_system: "linux".to_owned(),
+        };
+        let good = [
+            ("cpu", "2"),
+            ("memory", "7.5Gi"),
+            ("pods", "110"),
+            ("ephemeral-storage", "20G"),
+            ("nvidia.com/gpu", "1"),
+            ("hugepages-2Mi", "1e3"),
+        ];
+        assert_eq!(node_shape(&shape(&good, "arm64")), Ok(()));
+        let rule = |capacity: &[(&str, &str)], arch: &str| node_shape(&shape(capacity, arch));
+        assert_eq!(
+            rule(&[("cpu", "2")], "amd64").unwrap_err().rule,
+            "no cpu or no memory"
+        );
+        for bad in ["", "-1", "2 Gi", "2GiB", "0x10", "1..5", "Gi", "1e"] {
+            let err = rule(&[("cpu", "1"), ("memory", bad)], "amd64").unwrap_err();
+            assert_eq!(
+                (err.rule, err.field.as_str()),
+                ("not a Kubernetes quantity", "capacity[1].quantity"),
+                "{bad:?}"
+            );
+        }
+        for bad in ["", "a/b/c", "cpu ", "/gpu", "\u{202e}cpu"] {
+            let err = rule(&[(bad, "1"), ("cpu", "1"), ("memory", "1")], "amd64").unwrap_err();
+            assert_eq!(err.rule, "not a resource name", "{bad:?}");
+        }
+        let twice = rule(&[("cpu", "1"), ("memory", "1"), ("cpu", "2")], "amd64");
+        assert_eq!(twice.unwrap_err().rule, "a resource repeated");
+        assert_eq!(
+            rule(&good, "AMD64").unwrap_err().field,
+            "architecture",
+            "Go names architectures in lower case"
+        );
+        let many: Vec<(String, String)> = (0..40).map(|i| (format!("r{i}"), "1".into())).collect();
+        let many = NodeShape {
+            capacity: many,
+            ..shape(&good, "amd64")
+        };
+        assert_eq!(node_shape(&many).unwrap_err().field, "capacity");
     }
 }

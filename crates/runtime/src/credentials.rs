@@ -6,7 +6,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::bindings::{bootstrap, clusters, machine_pools, pool_machines, types::Credential};
+use super::bindings::{
+    bootstrap, clusters, machine_pools, node_shapes, pool_machines, types::Credential,
+};
 use super::host::auth::Keys;
 use super::limits::Capabilities;
 
@@ -34,7 +36,8 @@ credentialed!(
     clusters::ClusterRequest,
     machine_pools::ReconcileRequest,
     machine_pools::DeleteRequest,
-    pool_machines::RemoveRequest
+    pool_machines::RemoveRequest,
+    node_shapes::DescribeRequest
 );
 
 /// The request as the guest may see it, and the keys the host keeps.

@@ -14,7 +14,7 @@ use super::provider::{Callee, InfrastructureExports, WorldExports};
 use super::runtime::Runtime;
 use super::state::CallState;
 use super::types::{BootstrapData, DeleteOutcome, Instance};
-use super::{CallError, bootstrap, checks, clusters, machine_pools, pool_machines};
+use super::{CallError, bootstrap, checks, clusters, machine_pools, node_shapes, pool_machines};
 
 impl Runtime {
     /// What `provider` says of itself (every world exports it).
@@ -160,6 +160,40 @@ impl Runtime {
                     .await
             },
             |state, request| checks::removal(state, &request.remove, &request.instances),
+        )
+        .await
+    }
+
+    /// `node-shapes.describe` of `provider` (0.1.2 on): the nodes a pool's
+    /// config makes, with cpu and memory and quantities Kubernetes parses
+    /// ([`checks::node_shape`]). A component without the export fails the
+    /// call as not implementing it.
+    pub async fn describe_nodes(
+        &self,
+        provider: &str,
+        request: &node_shapes::DescribeRequest,
+    ) -> Result<node_shapes::NodeShape, CallError> {
+        let served = Served {
+            provider,
+            uid: &request.pool.uid,
+            tenant: &request.pool.namespace,
+            export: "node-shapes.describe",
+        };
+        self.served(
+            served,
+            request,
+            async |store, i, x, request| {
+                let Some(node_shapes) = &x.node_shapes else {
+                    return Err(wasmtime::format_err!(
+                        "the component does not export capwasm:provider/node-shapes"
+                    ));
+                };
+                node_shapes
+                    .load(&mut *store, i)?
+                    .call_describe(store, request)
+                    .await
+            },
+            |shape, _| checks::node_shape(shape),
         )
         .await
     }

@@ -45,7 +45,7 @@ mod world;
 
 pub use bindings::types;
 pub use bindings::{
-    bootstrap, bootstrap_tokens, clusters, composition, machine_pools, pool_machines,
+    bootstrap, bootstrap_tokens, clusters, composition, machine_pools, node_shapes, pool_machines,
 };
 pub use cache::PrecompiledCache;
 pub use composed::ObjectKind;

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{ComponentExportIndex, InstancePre};
+use wasmtime::Store;
+use wasmtime::component::{ComponentExportIndex, Instance, InstancePre};
 
 use super::bindings::bootstrap_tokens::BootstrapToken;
 use super::bindings::interfaces;
@@ -22,6 +23,9 @@ const BOOTSTRAP_TOKENS_INTERFACE: &str = "capwasm:provider/bootstrap-tokens";
 
 /// The export removing chosen instances, unversioned.
 const POOL_MACHINES_INTERFACE: &str = "capwasm:provider/pool-machines";
+
+/// The export describing a pool's nodes, unversioned.
+const NODE_SHAPES_INTERFACE: &str = "capwasm:provider/node-shapes";
 
 /// Whether `instance`'s component exports `interface` (any version).
 fn exports_interface(instance: &InstancePre<CallState>, interface: &str) -> bool {
@@ -98,6 +102,30 @@ pub(crate) struct InfrastructureExports {
     pub(crate) provider_ids: interfaces::ProviderIds,
     /// None for a component built before 0.1.2.
     pub(crate) pool_machines: Option<interfaces::PoolMachines>,
+    /// None for a component built before 0.1.2 (or early in it).
+    pub(crate) node_shapes: Option<interfaces::NodeShapes>,
+}
+
+impl InfrastructureExports {
+    /// Loads every interface the component exports, which checks their
+    /// functions' types: the required ones and those of the optional ones
+    /// it has (`info` and `config-schema` are checked by calling them).
+    pub(crate) fn type_check(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<()> {
+        self.machine_pools.load(&mut *store, instance)?;
+        self.clusters.load(&mut *store, instance)?;
+        self.provider_ids.load(&mut *store, instance)?;
+        if let Some(pool_machines) = &self.pool_machines {
+            pool_machines.load(&mut *store, instance)?;
+        }
+        if let Some(node_shapes) = &self.node_shapes {
+            node_shapes.load(&mut *store, instance)?;
+        }
+        Ok(())
+    }
 }
 
 impl ProviderPre {
@@ -119,6 +147,9 @@ impl ProviderPre {
                 // Optional, but an export of that name must have its type.
                 pool_machines: exports_interface(&instance, POOL_MACHINES_INTERFACE)
                     .then(|| interfaces::PoolMachines::new(&instance))
+                    .transpose()?,
+                node_shapes: exports_interface(&instance, NODE_SHAPES_INTERFACE)
+                    .then(|| interfaces::NodeShapes::new(&instance))
                     .transpose()?,
             }),
             World::Platform => WorldExports::Platform(interfaces::Composition::new(&instance)?),
@@ -185,6 +216,15 @@ impl LoadedProvider {
         matches!(
             &self.pre.world,
             WorldExports::Infrastructure(exports) if exports.pool_machines.is_some()
+        )
+    }
+
+    /// Whether the component exports `node-shapes`: only then can the host
+    /// report what a pool's nodes offer before any exists.
+    pub fn describes_nodes(&self) -> bool {
+        matches!(
+            &self.pre.world,
+            WorldExports::Infrastructure(exports) if exports.node_shapes.is_some()
         )
     }
 

@@ -87,7 +87,8 @@ pub struct CreateInstance {
     /// Labels its Node registers with.
     #[serde(default)]
     pub node_labels: BTreeMap<String, String>,
-    /// The instance type; the cloud records it and offers only one size.
+    /// The instance type, one of [`crate::instance_types`]; the cloud
+    /// records any name, and a Node of an unknown type reports no capacity.
     #[serde(default)]
     pub instance_type: Option<String>,
     /// The Kubernetes version of the machine image, as `v1.31.2`: what its

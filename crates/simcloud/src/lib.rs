@@ -9,6 +9,7 @@
 //! POST   /v1/regions/{region}/instances          201 new, 200 same requestToken still listed
 //! GET    /v1/regions/{region}/instances?pool=P   200 {"instances": [...]}, oldest first
 //! DELETE /v1/regions/{region}/instances/{id}     202 terminating, 404 unknown
+//! GET    /v1/instance-types/{name}               200 capacity, architecture; 404 unknown
 //! ```
 //!
 //! - Instances are `pending` for [`Settings::boot_delay`], then `running`,
@@ -37,6 +38,7 @@ mod bootstrap;
 mod cloud;
 mod error;
 mod faults;
+pub mod instance_types;
 mod inventory;
 mod nodes;
 mod pods;

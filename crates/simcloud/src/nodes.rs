@@ -11,12 +11,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{
     Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
 use super::cloud::SimCloud;
 use super::error::Error;
+use super::instance_types;
 use super::inventory::InstanceRecord;
 
 /// Field manager of everything the simulated kubelets write.
@@ -249,6 +251,14 @@ fn ready_status(record: &InstanceRecord) -> Node {
             address: instance.id.clone(),
         }])
         .collect();
+    let shape = instance_types::of(record.instance_type.as_deref());
+    let capacity = shape.as_ref().map(|shape| {
+        let quantities = shape.capacity.iter();
+        quantities
+            .map(|(name, quantity)| (name.clone(), Quantity(quantity.clone())))
+            .collect::<BTreeMap<_, _>>()
+    });
+    let architecture = shape.map_or_else(|| "amd64".to_owned(), |shape| shape.architecture);
     Node {
         metadata: ObjectMeta {
             name: Some(instance.id.clone()),
@@ -257,6 +267,8 @@ fn ready_status(record: &InstanceRecord) -> Node {
         spec: None,
         status: Some(NodeStatus {
             addresses: Some(addresses),
+            allocatable: capacity.clone(),
+            capacity,
             conditions: Some(kubelet_conditions(&now)),
             node_info: record.kubernetes_version.as_ref().map(|version| {
                 // A kubelet reports its version with the v.
@@ -265,7 +277,7 @@ fn ready_status(record: &InstanceRecord) -> Node {
                     kubelet_version: version.clone(),
                     kube_proxy_version: version,
                     operating_system: "linux".to_owned(),
-                    architecture: "amd64".to_owned(),
+                    architecture,
                     ..NodeSystemInfo::default()
                 }
             }),

@@ -9,7 +9,7 @@ use axum::extract::{DefaultBodyLimit, Json, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, post};
+use axum::routing::{delete, get, post};
 use http_body_util::LengthLimitError;
 use serde::Deserialize;
 use tokio::net::TcpListener;
@@ -20,6 +20,7 @@ use super::api::{CreateInstance, ErrorBody, Instance, InstanceList};
 use super::cloud::SimCloud;
 use super::error::Error;
 use super::faults::{Fault, HANG};
+use super::instance_types::{self, InstanceType};
 use super::inventory::{Created, Refusal};
 use super::{nodes, pods};
 use capwasm_runtime::report::error_chain;
@@ -91,6 +92,7 @@ impl SimCloud {
                 "/v1/regions/{region}/instances/{id}",
                 delete(delete_instance),
             )
+            .route("/v1/instance-types/{name}", get(describe_instance_type))
             .fallback(|| async {
                 ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such API".into())
             })
@@ -349,6 +351,19 @@ async fn list_instances(
     Ok(Json(InstanceList { instances }))
 }
 
+async fn describe_instance_type(
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<InstanceType>, ApiError> {
+    let Path(name) = path?;
+    instance_types::find(&name).map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "InvalidInstanceType",
+            format!("this cloud offers no instance type {name}"),
+        )
+    })
+}
+
 async fn delete_instance(
     State(cloud): State<SimCloud>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -536,6 +551,19 @@ mod tests {
             call(&router, "DELETE", &format!("{INSTANCES}/{id}"), None, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(missing["code"], "InstanceNotFound");
+    }
+
+    #[tokio::test]
+    async fn an_instance_type_is_described_and_an_unknown_one_is_404() {
+        let (_, router) = router(instant());
+        let (status, _, gpu) = call(&router, "GET", "/v1/instance-types/gpu", None, None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(gpu["capacity"]["nvidia.com/gpu"], "1");
+        assert_eq!(gpu["operatingSystem"], "linux");
+        let (status, _, unknown) =
+            call(&router, "GET", "/v1/instance-types/m5.huge", None, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(unknown["code"], "InvalidInstanceType");
     }
 
     #[tokio::test]

@@ -1,5 +1,5 @@
 //! The EC2 calls about instances: listing by tag, launching into the
-//! cluster's network, terminating.
+//! cluster's network, terminating, and what their type and image offer.
 
 use alloc::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::ProviderError;
 
 use crate::config::Config;
-use crate::ec2::model::Instance;
+use crate::ec2::model::{Instance, InstanceType};
 use crate::ec2::query::Query;
 use crate::ec2::{Client, xml};
 use crate::pool;
@@ -133,6 +133,51 @@ pub fn check_image(client: &Client, config: &Config) -> Result<(), ProviderError
             format!("image {} is {}, not available", config.ami, image.state),
         )),
     }
+}
+
+/// What the config's instance type offers. EC2 answers a type it does not
+/// offer in the region with `InvalidInstanceType`; an empty list is taken
+/// the same way.
+pub fn instance_type(client: &Client, config: &Config) -> Result<InstanceType, ProviderError> {
+    let name = config.instance_type.as_str();
+    let unknown = |answer: &str| {
+        ProviderError::terminal(
+            "UnknownInstanceType",
+            format!(
+                "instance type {name} is not one EC2 at {} offers in {} (it answered DescribeInstanceTypes with {answer})",
+                client.host(),
+                config.region
+            ),
+        )
+    };
+    let query = Query::new("DescribeInstanceTypes").list("InstanceType", &[name]);
+    match client.describe(&query, None, xml::instance_types) {
+        Ok(types) => types
+            .into_iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| unknown("no such type")),
+        Err(err)
+            if err
+                .code()
+                .is_some_and(|c| c.split('.').next() == Some("InvalidInstanceType")) =>
+        {
+            Err(unknown(err.code().unwrap_or_default()))
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The architecture the config's image runs (EC2's name), if EC2 says.
+pub fn image_architecture(
+    client: &Client,
+    config: &Config,
+) -> Result<Option<String>, ProviderError> {
+    let query = Query::new("DescribeImages").list("ImageId", &[config.ami.as_str()]);
+    let images = client.describe(&query, None, xml::images)?;
+    Ok(images
+        .into_iter()
+        .find(|i| i.id == config.ami)
+        .and_then(|i| i.architecture))
 }
 
 /// One instance to launch.

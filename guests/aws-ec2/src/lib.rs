@@ -25,8 +25,8 @@ mod pool;
 mod tags;
 
 use capwasm_provider_sdk::infrastructure::{
-    ClusterRequest, ClusterState, InfrastructureProvider, PoolDeleteRequest, PoolReconcileRequest,
-    PoolRemoveRequest, PoolState,
+    ClusterRequest, ClusterState, InfrastructureProvider, NodeDescribeRequest, NodeShape,
+    PoolDeleteRequest, PoolReconcileRequest, PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
@@ -186,6 +186,32 @@ impl InfrastructureProvider for AwsEc2 {
             );
         }
         Ok(DeleteOutcome::InProgress(POLL_SECONDS))
+    }
+
+    /// From the instance type, as `DescribeInstanceTypes` tells it.
+    fn describe_nodes(request: NodeDescribeRequest) -> Result<NodeShape, ProviderError> {
+        let config = config::parse(&request.config)?;
+        let client = client(&config);
+        let instance_type = instances::instance_type(&client, &config)?;
+        let offered = pool::architectures(&instance_type);
+        // Only a type of several architectures leaves the choice to the
+        // image; one request more then.
+        let image = if offered.len() > 1 {
+            instances::image_architecture(&client, &config)?
+        } else {
+            None
+        };
+        let architecture = pool::architecture(&offered, image.as_deref()).ok_or_else(|| {
+            ProviderError::terminal(
+                "UnsupportedInstanceType",
+                format!(
+                    "instance type {} runs on {}, none an architecture Kubernetes nodes on Linux run on (x86_64, arm64)",
+                    instance_type.name,
+                    instance_type.architectures.join(", ")
+                ),
+            )
+        })?;
+        Ok(pool::node_shape(&instance_type, architecture))
     }
 
     fn owns(provider_id: &str) -> bool {

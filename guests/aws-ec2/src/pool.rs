@@ -9,8 +9,11 @@
 //! instance holds (terminating ones included); scaling down terminates
 //! instances of unknown ordinal first, then the highest, so ordinals stay
 //! dense and the oldest instances survive.
+//!
+//! What a node of the pool offers ([`node_shape`]) comes from its instance
+//! type, as Cluster API's AWS provider reports it for scaling from zero.
 
-use capwasm_provider_sdk::infrastructure::PoolState;
+use capwasm_provider_sdk::infrastructure::{NodeShape, PoolState};
 use capwasm_provider_sdk::prelude::*;
 use capwasm_provider_sdk::types::{Address, AddressType, Instance, InstanceState};
 
@@ -199,6 +202,70 @@ fn to_instance(key: &str, member: Member) -> Instance {
     }
 }
 
+/// Kubernetes' name of an EC2 architecture a Linux node runs on. `i386`
+/// is left out: Kubernetes releases no node binaries for it, and the types
+/// listing it list `x86_64` too. The `_mac` ones run macOS.
+fn go_architecture(ec2: &str) -> Option<&'static str> {
+    match ec2 {
+        "x86_64" => Some("amd64"),
+        "arm64" => Some("arm64"),
+        _ => None,
+    }
+}
+
+/// The architectures a node of `instance_type` may run, in EC2's order.
+pub fn architectures(instance_type: &model::InstanceType) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    for name in instance_type
+        .architectures
+        .iter()
+        .filter_map(|a| go_architecture(a))
+    {
+        if !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// Of the architectures a type offers, the one the pool's image runs
+/// (`image`, EC2's name), else the first.
+pub fn architecture(offered: &[&'static str], image: Option<&str>) -> Option<&'static str> {
+    image
+        .and_then(go_architecture)
+        .filter(|a| offered.contains(a))
+        .or_else(|| offered.first().copied())
+}
+
+/// A node of `instance_type` running on `architecture`: capacity as
+/// Cluster API's AWS provider computes it (vCPUs, memory in MiB, NVIDIA
+/// GPUs). No `pods`: the kubelet's maxPods comes from the bootstrap
+/// config, which this provider does not see.
+pub fn node_shape(instance_type: &model::InstanceType, architecture: &str) -> NodeShape {
+    let mut capacity = vec![
+        ("cpu".to_owned(), instance_type.default_vcpus.to_string()),
+        (
+            "memory".to_owned(),
+            format!("{}Mi", instance_type.memory_mib),
+        ),
+    ];
+    let nvidia: u64 = instance_type
+        .gpus
+        .iter()
+        .filter(|gpu| gpu.manufacturer.eq_ignore_ascii_case("NVIDIA"))
+        .map(|gpu| u64::from(gpu.count))
+        .sum();
+    if nvidia > 0 {
+        capacity.push(("nvidia.com/gpu".to_owned(), nvidia.to_string()));
+    }
+    NodeShape {
+        capacity,
+        architecture: architecture.to_owned(),
+        // The provider's nodes join with cloud-init's bootstrap data.
+        operating_system: "linux".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,5 +415,66 @@ mod tests {
         let state = Pool::new(KEY, vec![instance]).state(1, POLL);
         assert_eq!(state.instances[0].provider_id, "");
         assert_eq!(state.instances[0].failure_domain, None);
+    }
+
+    fn instance_type(architectures: &[&str], gpus: &[(&str, u32)]) -> model::InstanceType {
+        model::InstanceType {
+            name: "p3.8xlarge".to_owned(),
+            default_vcpus: 32,
+            memory_mib: 249_856,
+            architectures: architectures.iter().map(|a| (*a).to_owned()).collect(),
+            gpus: gpus
+                .iter()
+                .map(|(manufacturer, count)| model::Gpu {
+                    manufacturer: (*manufacturer).to_owned(),
+                    count: *count,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn node_shapes_count_vcpus_mebibytes_and_nvidia_gpus() {
+        let shape = node_shape(
+            &instance_type(&["x86_64"], &[("NVIDIA", 4), ("AMD", 2), ("NVIDIA", 1)]),
+            "amd64",
+        );
+        assert_eq!(
+            shape.capacity,
+            [
+                ("cpu".to_owned(), "32".to_owned()),
+                ("memory".to_owned(), "249856Mi".to_owned()),
+                ("nvidia.com/gpu".to_owned(), "5".to_owned()),
+            ]
+        );
+        assert_eq!(
+            (shape.architecture.as_str(), shape.operating_system.as_str()),
+            ("amd64", "linux")
+        );
+        let shape = node_shape(&instance_type(&["arm64"], &[("AMD", 1)]), "arm64");
+        assert_eq!(
+            shape
+                .capacity
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>(),
+            ["cpu", "memory"]
+        );
+    }
+
+    #[test]
+    fn architectures_are_go_names_of_what_a_linux_node_runs() {
+        assert_eq!(
+            architectures(&instance_type(&["i386", "x86_64"], &[])),
+            ["amd64"]
+        );
+        assert_eq!(architectures(&instance_type(&["arm64"], &[])), ["arm64"]);
+        assert!(architectures(&instance_type(&["x86_64_mac"], &[])).is_empty());
+        let both = ["arm64", "amd64"];
+        assert_eq!(architecture(&both, None), Some("arm64"));
+        assert_eq!(architecture(&both, Some("x86_64")), Some("amd64"));
+        // An image the type cannot run does not decide.
+        assert_eq!(architecture(&["arm64"], Some("x86_64")), Some("arm64"));
+        assert_eq!(architecture(&[], Some("x86_64")), None);
     }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs the TypeScript SDK into OUT_DIR as an npm tarball
 # (capwasm-provider-sdk-VERSION.tgz), printing its path: the SDK's modules,
-# the WIT package capwasm:provider@0.1.0 and each world's declarations as
+# the WIT package capwasm:provider@0.1.2 and each world's declarations as
 # jco 1.35.0 writes them (tools from tests/npm-tool/install.sh, as
 # guests/js/build.sh uses them).
 #

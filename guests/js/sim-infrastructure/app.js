@@ -12,6 +12,8 @@ import { log } from '../sdk/log.ts';
 import SCHEMA from './schema.json';
 
 const DEFAULT_REGION = 'local-1';
+// The instance type of instances created without one.
+const DEFAULT_INSTANCE_TYPE = 'small';
 const BOOTSTRAP_RETRY_SECONDS = 15;
 const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const DOTTED_NAME = /^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$/;
@@ -73,6 +75,8 @@ function parseConfig(text) {
 
 const regionUrl = (c) => `${c.endpoint.replace(/\/+$/, '')}/v1/regions/${c.region}`;
 const providerIdOf = (c, id) => `sim://${c.region}/${id}`;
+// Where the cloud describes the instance type new instances get.
+const instanceTypeUrl = (c) => `${c.endpoint.replace(/\/+$/, '')}/v1/instance-types/${c.instanceType ?? DEFAULT_INSTANCE_TYPE}`;
 
 function endpointHost(url) {
   const rest = url.includes('://') ? url.split('://')[1] : url;
@@ -104,6 +108,20 @@ function instanceOf(value) {
   };
 }
 
+// An instance type as `GET /v1/instance-types/{name}` describes it.
+function instanceTypeOf(value) {
+  const { capacity, architecture, operatingSystem } = value;
+  if (capacity === null || typeof capacity !== 'object' || Array.isArray(capacity)
+    || ![...Object.values(capacity), architecture, operatingSystem].every((v) => typeof v === 'string')) {
+    throw new Error('an instance type needs string capacities, an architecture and an operating system');
+  }
+  return {
+    capacity: Object.entries(capacity).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    architecture,
+    operatingSystem,
+  };
+}
+
 class Client {
   constructor(c, credentials) {
     this.url = regionUrl(c);
@@ -122,6 +140,15 @@ class Client {
   delete(id) {
     const response = request('DELETE', `${this.url}/instances/${encodeComponent(id)}`, { headers: this.headers });
     if (response.status !== 404) response.errorForStatus();
+  }
+  // What a node of the instance type at `url` has; an unknown type is the
+  // terminal `UnknownInstanceType`.
+  instanceType(url) {
+    const response = request('GET', url, { headers: this.headers });
+    if (response.status === 404) {
+      throw new Terminal('UnknownInstanceType', `the cloud does not offer this instance type (GET ${url}: 404)`);
+    }
+    return decode(response.errorForStatus(), instanceTypeOf);
   }
 }
 
@@ -273,6 +300,13 @@ export const poolMachines = {
       pool.terminating(id);
     }
     return pool.state(pool.members.filter(active).length, c);
+  }),
+};
+
+export const nodeShapes = {
+  describe: providerCall((r) => {
+    const c = parseConfig(r.config);
+    return new Client(c, r.credentials).instanceType(instanceTypeUrl(c));
   }),
 };
 

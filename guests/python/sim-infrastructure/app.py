@@ -7,7 +7,7 @@ import base64
 import os
 
 import wit_world
-from wit_world.exports import clusters, machine_pools, pool_machines
+from wit_world.exports import clusters, machine_pools, node_shapes, pool_machines
 from wit_world.imports import capwasm_provider_types as types
 
 from capwasm_provider import exports, http, log
@@ -63,6 +63,17 @@ class Client:
         if response.status != 404:
             response.error_for_status()
 
+    def instance_type(self, url):
+        """What a node of the instance type at ``url`` has; an unknown type
+        is the terminal ``UnknownInstanceType``."""
+        response = http.get(url, headers=self.headers)
+        if response.status == 404:
+            raise Terminal(
+                "UnknownInstanceType",
+                f"the cloud does not offer this instance type (GET {url}: 404)",
+            )
+        return _decode(response.error_for_status(), _instance_type)
+
 
 def _decode(response, shape):
     body = response.json()
@@ -87,6 +98,21 @@ def _instance(value):
         "state": value["state"],
         "failureDomain": value.get("failureDomain"),
         "addresses": [(a["type"], a["address"]) for a in addresses],
+    }
+
+
+def _instance_type(value):
+    """An instance type as ``GET /v1/instance-types/{name}`` describes it."""
+    capacity = value["capacity"]
+    architecture, operating_system = value["architecture"], value["operatingSystem"]
+    if not isinstance(capacity, dict) or not all(
+        isinstance(q, str) for q in [*capacity, *capacity.values(), architecture, operating_system]
+    ):
+        raise ValueError("an instance type needs string capacities, an architecture and an operating system")
+    return {
+        "capacity": sorted(capacity.items()),
+        "architecture": architecture,
+        "operatingSystem": operating_system,
     }
 
 
@@ -203,6 +229,18 @@ class PoolMachines(wit_world.exports.PoolMachines):
             log.info("terminating the instance whose Machine was deleted", pool=pool_name, instance=instance_id)
             pool.terminating(instance_id)
         return _pool_state(key, pool, pool.active_count(), c)
+
+
+class NodeShapes(wit_world.exports.NodeShapes):
+    @exports.provider_call
+    def describe(self, request: node_shapes.DescribeRequest) -> node_shapes.NodeShape:
+        c = sim.parse(request.config)
+        described = Client(c, request.credentials).instance_type(c.instance_type_url())
+        return node_shapes.NodeShape(
+            capacity=described["capacity"],
+            architecture=described["architecture"],
+            operating_system=described["operatingSystem"],
+        )
 
 
 class Clusters(wit_world.exports.Clusters):

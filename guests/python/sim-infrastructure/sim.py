@@ -21,6 +21,8 @@ DEFAULT_CONTROL_PLANE_PORT = 6443
 DEFAULT_POLL_SECONDS = 10
 MAX_POLL_SECONDS = 600
 BOOTSTRAP_RETRY_SECONDS = 15
+# The instance type of instances created without one.
+DEFAULT_INSTANCE_TYPE = "small"
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _DOTTED_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?\Z")
@@ -79,6 +81,11 @@ class Config:
         self.control_plane_host = fields.get("controlPlaneHost")
         self.control_plane_port = fields.get("controlPlanePort")
         self.poll_seconds = fields.get("pollSeconds", DEFAULT_POLL_SECONDS)
+
+    def instance_type_url(self):
+        """Where the cloud describes the instance type new instances get."""
+        name = DEFAULT_INSTANCE_TYPE if self.instance_type is None else self.instance_type
+        return f"{self.endpoint.rstrip('/')}/v1/instance-types/{name}"
 
     def region_url(self):
         return f"{self.endpoint.rstrip('/')}/v1/regions/{self.region}"

@@ -88,6 +88,11 @@ class Config(unittest.TestCase):
         self.assertEqual(c.region_url(), "http://[fd00::1]:8080/v1/regions/local-1")
         self.assertEqual(c.control_plane_endpoint(), ("fd00::1", 6443))
         self.assertEqual(c.poll_seconds, 10)
+        self.assertEqual(c.instance_type_url(), "http://[fd00::1]:8080/v1/instance-types/small")
+
+    def test_instance_type_url_names_the_configured_type(self):
+        c = sim.parse('{"endpoint": "http://127.0.0.1:8080//", "instanceType": "small-arm"}')
+        self.assertEqual(c.instance_type_url(), "http://127.0.0.1:8080/v1/instance-types/small-arm")
 
     def test_refuses_at_the_field(self):
         self.assertEqual(self.refused_at(endpoint="ftp://x"), "$.endpoint")

@@ -6,6 +6,9 @@ pub use crate::bindings::infrastructure::exports::capwasm::provider::clusters::{
 pub use crate::bindings::infrastructure::exports::capwasm::provider::machine_pools::{
     DeleteRequest as PoolDeleteRequest, PoolState, ReconcileRequest as PoolReconcileRequest,
 };
+pub use crate::bindings::infrastructure::exports::capwasm::provider::node_shapes::{
+    DescribeRequest as NodeDescribeRequest, NodeShape,
+};
 pub use crate::bindings::infrastructure::exports::capwasm::provider::pool_machines::RemoveRequest as PoolRemoveRequest;
 
 use crate::prelude::*;
@@ -55,6 +58,18 @@ pub trait InfrastructureProvider {
         } else {
             Ok(instance.provider_id)
         }
+    }
+
+    /// What a node of a pool with `request.config` offers (capacity,
+    /// architecture, operating system), for scaling a pool up from zero.
+    /// By default the provider does not say: a terminal error, and the
+    /// host reports the pool's capacity as unknown.
+    fn describe_nodes(request: NodeDescribeRequest) -> Result<NodeShape, ProviderError> {
+        let _ = request;
+        Err(ProviderError::terminal(
+            "NodeShapesUnknown",
+            "this provider does not describe the nodes of its pools",
+        ))
     }
 
     /// Brings the cluster infrastructure to what the config asks for. By

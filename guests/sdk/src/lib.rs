@@ -223,6 +223,14 @@ macro_rules! export_infrastructure_provider {
                 }
             }
 
+            impl __wit::node_shapes::Guest for $ty {
+                fn describe(
+                    request: $crate::infrastructure::NodeDescribeRequest,
+                ) -> ::core::result::Result<$crate::infrastructure::NodeShape, __Error> {
+                    <$ty as __Provider>::describe_nodes(request)
+                }
+            }
+
             impl __wit::clusters::Guest for $ty {
                 fn reconcile(
                     request: $crate::infrastructure::ClusterRequest,

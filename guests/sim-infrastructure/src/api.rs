@@ -86,6 +86,15 @@ impl CreateInstance<'_> {
     }
 }
 
+/// An instance type as `GET /v1/instance-types/{name}` describes it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimInstanceType {
+    pub capacity: BTreeMap<String, String>,
+    pub architecture: String,
+    pub operating_system: String,
+}
+
 /// Calls one region of the simulated cloud.
 pub struct Client<'a> {
     region_url: String,
@@ -131,6 +140,19 @@ impl<'a> Client<'a> {
         let request = self.authorize(Request::post(url)).json(body)?;
         let response = request.send()?.error_for_status()?;
         Ok((response.json()?, response.status == 201))
+    }
+
+    /// What a node of the instance type at `url` has; an unknown type is
+    /// the terminal `UnknownInstanceType`.
+    pub fn instance_type(&self, url: String) -> Result<SimInstanceType, ProviderError> {
+        let response = self.authorize(Request::get(url.clone())).send()?;
+        if response.status == 404 {
+            return Err(ProviderError::terminal(
+                "UnknownInstanceType",
+                format!("the cloud does not offer this instance type (GET {url}: 404)"),
+            ));
+        }
+        response.error_for_status()?.json()
     }
 
     /// Starts terminating instance `id`; an instance already gone is fine.

@@ -52,7 +52,22 @@ fn default_region() -> String {
     DEFAULT_REGION.to_owned()
 }
 
+/// The instance type of instances created without one.
+pub const DEFAULT_INSTANCE_TYPE: &str = "small";
+
 impl Config {
+    /// Where the cloud describes the instance type new instances get.
+    pub fn instance_type_url(&self) -> String {
+        let name = self
+            .instance_type
+            .as_deref()
+            .unwrap_or(DEFAULT_INSTANCE_TYPE);
+        format!(
+            "{}/v1/instance-types/{name}",
+            self.endpoint.trim_end_matches('/')
+        )
+    }
+
     /// The API base for this config's region, without a trailing slash.
     pub fn region_url(&self) -> String {
         format!(

@@ -22,8 +22,8 @@ use alloc::borrow::Cow;
 use alloc::collections::BTreeMap;
 
 use capwasm_provider_sdk::infrastructure::{
-    ClusterRequest, ClusterState, FailureDomain, InfrastructureProvider, PoolDeleteRequest,
-    PoolReconcileRequest, PoolRemoveRequest, PoolState,
+    ClusterRequest, ClusterState, FailureDomain, InfrastructureProvider, NodeDescribeRequest,
+    NodeShape, PoolDeleteRequest, PoolReconcileRequest, PoolRemoveRequest, PoolState,
 };
 use capwasm_provider_sdk::log;
 use capwasm_provider_sdk::prelude::*;
@@ -184,6 +184,16 @@ impl InfrastructureProvider for SimInfrastructure {
         }
         let left = u32::try_from(pool.active_count()).unwrap_or(u32::MAX);
         Ok(pool.state(left, config.poll_seconds, |id| config.provider_id(id)))
+    }
+
+    fn describe_nodes(request: NodeDescribeRequest) -> Result<NodeShape, ProviderError> {
+        let config = config::parse(&request.config)?;
+        let described = client(&config, &request.credentials).instance_type(config.instance_type_url())?;
+        Ok(NodeShape {
+            capacity: described.capacity.into_iter().collect(),
+            architecture: described.architecture,
+            operating_system: described.operating_system,
+        })
     }
 
     fn owns(provider_id: &str) -> bool {

@@ -57,6 +57,9 @@ pub enum ConditionType {
     /// A Machine's instance was made from the pool's current version,
     /// bootstrap and infrastructure config.
     UpToDate,
+    /// A pool reports what its nodes offer (`status.capacity`), so the
+    /// cluster-autoscaler can scale it up from zero.
+    CapacityKnown,
 }
 
 impl ConditionType {
@@ -82,6 +85,7 @@ impl ConditionType {
         Self::NodeHealthy,
         Self::RollingOut,
         Self::UpToDate,
+        Self::CapacityKnown,
     ];
 
     /// The type named `name`, if capwasm writes it.
@@ -112,6 +116,7 @@ impl ConditionType {
             Self::NodeHealthy => "NodeHealthy",
             Self::RollingOut => "RollingOut",
             Self::UpToDate => "UpToDate",
+            Self::CapacityKnown => "CapacityKnown",
         }
     }
 }

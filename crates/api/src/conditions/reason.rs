@@ -254,6 +254,13 @@ reasons! {
     /// A pool's instances are not up to date and its provider cannot
     /// remove chosen ones (it does not export `pool-machines`).
     RolloutUnsupported,
+    /// A pool's provider described its nodes: `status.capacity` holds.
+    CapacityKnown,
+    /// A pool's provider cannot describe its nodes for this config (an
+    /// instance type it does not know, say): no scaling from zero.
+    CapacityUnknown,
+    /// A pool's provider does not export `node-shapes`: no scaling from zero.
+    CapacityUnsupported,
 }
 
 impl Reason {
@@ -316,6 +323,7 @@ impl Reason {
                 | Self::NodeDoesNotExist
                 | Self::FailedDrainNode
                 | Self::NodeDrainTimedOut
+                | Self::CapacityUnknown
         )
     }
 }

@@ -1,6 +1,9 @@
 //! WasmMachinePool: the machines of a MachinePool, from an
 //! infrastructure-provider component, and the instances it reports.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -101,6 +104,16 @@ pub struct WasmMachinePoolStatus {
     /// bootstrap config and `config` (upstream's v1beta2 counter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up_to_date_replicas: Option<i32>,
+    /// What a node of the pool offers, as a Node's `status.capacity`
+    /// (`cpu`, `memory`, ...), from the provider's `node-shapes` before any
+    /// node exists: the cluster-autoscaler scales a pool up from zero by it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub capacity: BTreeMap<String, Quantity>,
+    /// The architecture and operating system of the pool's nodes, with
+    /// `capacity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeInfo>,
     /// The instances as the provider last reported them; handed back to it on the next call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10000))]
@@ -108,6 +121,19 @@ pub struct WasmMachinePoolStatus {
     /// What every provider object reports.
     #[serde(flatten)]
     pub common: ProviderStatus,
+}
+
+/// What the nodes of a pool run on (upstream's `NodeInfo` of the
+/// autoscaling-from-zero contract).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfo {
+    /// As Go names it: `amd64`, `arm64`.
+    #[schemars(length(max = 32))]
+    pub architecture: String,
+    /// As Go names it: `linux`, `windows`.
+    #[schemars(length(max = 32))]
+    pub operating_system: String,
 }
 
 /// One instance of a pool.

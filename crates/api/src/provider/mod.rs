@@ -19,7 +19,7 @@ pub use bootstrap::{
 };
 pub use cluster::{WasmCluster, WasmClusterSpec, WasmClusterStatus};
 pub use machinepool::{
-    InstanceState, InstanceStatus, MachineAddress, WasmMachinePool, WasmMachinePoolSpec,
+    InstanceState, InstanceStatus, MachineAddress, NodeInfo, WasmMachinePool, WasmMachinePoolSpec,
     WasmMachinePoolStatus,
 };
 pub use strategy::{DeletePolicy, MachinePoolStrategy, RollingUpdate, StrategyType};

@@ -17,6 +17,7 @@ API (what sim-infrastructure calls; point its config's endpoint at the printed U
   POST   /v1/regions/{region}/instances
   GET    /v1/regions/{region}/instances?pool=<namespace>/<name>
   DELETE /v1/regions/{region}/instances/{id}
+  GET    /v1/instance-types/{name}   (small, medium, large, small-arm, gpu)
 
 Instances are pending for --boot-delay, then running; with --kubeconfig each
 running instance gets a Node (its providerID, Ready) in that cluster, deleted

@@ -16,6 +16,7 @@ use crate::report::error_chain;
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::{ClusterRequest, ClusterState};
 use crate::wasm::machine_pools::{DeleteRequest, PoolState, ReconcileRequest};
+use crate::wasm::node_shapes::{DescribeRequest, NodeShape};
 use crate::wasm::pool_machines::RemoveRequest;
 use crate::wasm::types::{BootstrapData, DeleteOutcome, Instance, ProviderError, ProviderInfo};
 use crate::wasm::{
@@ -214,6 +215,11 @@ impl Provider<'_> {
     /// `pool-machines.remove`.
     pub async fn remove(&self, request: &RemoveRequest) -> Result<PoolState, CallError> {
         self.runtime.remove_instances(&self.name, request).await
+    }
+
+    /// `node-shapes.describe`.
+    pub async fn describe_nodes(&self, request: &DescribeRequest) -> Result<NodeShape, CallError> {
+        self.runtime.describe_nodes(&self.name, request).await
     }
 
     /// `clusters.reconcile`.

@@ -4,6 +4,7 @@
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
+use crate::wasm::node_shapes::DescribeRequest;
 use crate::wasm::pool_machines::RemoveRequest;
 use crate::wasm::types::{ApiEndpoint, BootstrapData, BootstrapFormat, ClusterInfo, ObjectRef};
 
@@ -88,6 +89,15 @@ pub fn remove_instances(
         config: config.into(),
         remove,
         instances,
+        credentials: Vec::new(),
+    }
+}
+
+/// `node-shapes.describe` of `pool-a` with `config`.
+pub fn describe_nodes(config: &str) -> DescribeRequest {
+    DescribeRequest {
+        pool: object("pool-a"),
+        config: config.into(),
         credentials: Vec::new(),
     }
 }

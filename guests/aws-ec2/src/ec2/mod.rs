@@ -173,6 +173,11 @@ impl Client {
         Self { url, host }
     }
 
+    /// The endpoint's `host[:port]`, for messages.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// Sends `query` and reads the answer with `read`.
     pub fn call<T>(
         &self,

@@ -98,4 +98,25 @@ pub struct Image {
     pub id: String,
     /// pending, available, invalid, deregistered, transient, failed, error.
     pub state: String,
+    /// What it runs on: `i386`, `x86_64`, `arm64`, `x86_64_mac`, `arm64_mac`.
+    pub architecture: Option<String>,
+}
+
+/// What an instance type offers, as `DescribeInstanceTypes` says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceType {
+    pub name: String,
+    pub default_vcpus: u32,
+    pub memory_mib: u64,
+    /// EC2's names, in its order: `i386`, `x86_64`, `arm64`, `x86_64_mac`,
+    /// `arm64_mac`.
+    pub architectures: Vec<String>,
+    pub gpus: Vec<Gpu>,
+}
+
+/// One kind of accelerator an instance type has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gpu {
+    pub manufacturer: String,
+    pub count: u32,
 }

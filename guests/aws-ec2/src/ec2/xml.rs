@@ -2,10 +2,14 @@
 //! local name: EC2 puts everything in its versioned namespace, which says
 //! nothing the root element's name does not.
 
+use core::str::FromStr;
+
 use capwasm_provider_sdk::prelude::*;
 use roxmltree::{Document, Node};
 
-use super::model::{Image, Instance, Page, Rule, SecurityGroup, Source, Subnet, Vpc};
+use super::model::{
+    Gpu, Image, Instance, InstanceType, Page, Rule, SecurityGroup, Source, Subnet, Vpc,
+};
 
 /// An error EC2 answered with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +193,38 @@ pub fn images(root: Node<'_, '_>) -> Result<Page<Image>, String> {
         Ok(Image {
             id: required(item, "imageId")?,
             state: required(item, "imageState")?,
+            architecture: optional(item, "architecture"),
+        })
+    })
+}
+
+/// `DescribeInstanceTypes`.
+pub fn instance_types(root: Node<'_, '_>) -> Result<Page<InstanceType>, String> {
+    page(root, "instanceTypeSet", |item| {
+        let gpus = child(item, "gpuInfo")
+            .into_iter()
+            .flat_map(|info| items(info, "gpus"))
+            .map(|gpu| {
+                Ok(Gpu {
+                    manufacturer: optional(gpu, "manufacturer").unwrap_or_default(),
+                    count: number(gpu, "count")?,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(InstanceType {
+            name: required(item, "instanceType")?,
+            default_vcpus: number(required_child(item, "vCpuInfo")?, "defaultVCpus")?,
+            memory_mib: number(required_child(item, "memoryInfo")?, "sizeInMiB")?,
+            architectures: items(
+                required_child(item, "processorInfo")?,
+                "supportedArchitectures",
+            )
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect(),
+            gpus,
         })
     })
 }
@@ -248,6 +284,13 @@ fn optional(node: Node<'_, '_>, name: &str) -> Option<String> {
 
 fn required(node: Node<'_, '_>, name: &str) -> Result<String, String> {
     optional(node, name).ok_or_else(|| format!("<{}> has no <{name}>", node.tag_name().name()))
+}
+
+/// A child's text as a number: missing or not a number is an error.
+fn number<T: FromStr>(node: Node<'_, '_>, name: &str) -> Result<T, String> {
+    let text = required(node, name)?;
+    text.parse()
+        .map_err(|_| format!("<{name}> {text:?} is not a number"))
 }
 
 fn all_text(node: Node<'_, '_>) -> String {
@@ -455,6 +498,7 @@ mod tests {
         );
         let page = parse("DescribeImages", &body, images).expect("parses");
         assert_eq!(page.items[0].state, "available");
+        assert_eq!(page.items[0].architecture, None);
 
         let body = format!(
             "<CreateSecurityGroupResponse {NS}><groupId>sg-7</groupId></CreateSecurityGroupResponse>"
@@ -462,6 +506,96 @@ mod tests {
         assert_eq!(
             parse("CreateSecurityGroup", &body, created_group_id),
             Ok("sg-7".into())
+        );
+    }
+
+    /// Shaped like EC2's answer (abridged): a GPU type whose GPUs have a
+    /// `memoryInfo` of their own, and one type of two architectures.
+    const INSTANCE_TYPES: &str = "<instanceTypeSet>\
+        <item><instanceType>p3.8xlarge</instanceType><currentGeneration>true</currentGeneration>\
+          <supportedUsageClasses><item>on-demand</item><item>spot</item></supportedUsageClasses>\
+          <processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures>\
+            <sustainedClockSpeedInGhz>2.7</sustainedClockSpeedInGhz><manufacturer>Intel</manufacturer></processorInfo>\
+          <vCpuInfo><defaultVCpus>32</defaultVCpus><defaultCores>16</defaultCores><defaultThreadsPerCore>2</defaultThreadsPerCore>\
+            <validCores><item>2</item><item>4</item></validCores></vCpuInfo>\
+          <gpuInfo><gpus><item><name>V100</name><manufacturer>NVIDIA</manufacturer><count>4</count>\
+            <memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo></item></gpus>\
+            <totalGpuMemoryInMiB>65536</totalGpuMemoryInMiB></gpuInfo>\
+          <memoryInfo><sizeInMiB>249856</sizeInMiB></memoryInfo>\
+          <networkInfo><networkCards><item><networkCardIndex>0</networkCardIndex></item></networkCards></networkInfo>\
+        </item>\
+        <item><instanceType>t2.micro</instanceType>\
+          <processorInfo><supportedArchitectures><item>i386</item><item>x86_64</item></supportedArchitectures></processorInfo>\
+          <vCpuInfo><defaultVCpus>1</defaultVCpus><defaultCores>1</defaultCores></vCpuInfo>\
+          <memoryInfo><sizeInMiB>1024</sizeInMiB></memoryInfo>\
+        </item></instanceTypeSet>";
+
+    #[test]
+    fn instance_types_read_vcpus_memory_architectures_and_gpus() {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+             <DescribeInstanceTypesResponse {NS}><requestId>r</requestId>{INSTANCE_TYPES}\
+             </DescribeInstanceTypesResponse>"
+        );
+        let page = parse("DescribeInstanceTypes", &body, instance_types).expect("parses");
+        assert_eq!(page.next_token, None);
+        assert_eq!(
+            page.items,
+            [
+                InstanceType {
+                    name: "p3.8xlarge".into(),
+                    default_vcpus: 32,
+                    memory_mib: 249_856,
+                    architectures: vec!["x86_64".into()],
+                    gpus: vec![Gpu {
+                        manufacturer: "NVIDIA".into(),
+                        count: 4
+                    }],
+                },
+                InstanceType {
+                    name: "t2.micro".into(),
+                    default_vcpus: 1,
+                    memory_mib: 1024,
+                    architectures: vec!["i386".into(), "x86_64".into()],
+                    gpus: Vec::new(),
+                },
+            ]
+        );
+        let empty = format!(
+            "<DescribeInstanceTypesResponse {NS}><instanceTypeSet/></DescribeInstanceTypesResponse>"
+        );
+        let page = parse("DescribeInstanceTypes", &empty, instance_types).expect("parses");
+        assert!(page.items.is_empty());
+    }
+
+    #[test]
+    fn instance_types_without_their_figures_are_errors() {
+        let read = |item: &str| {
+            let body = format!(
+                "<DescribeInstanceTypesResponse {NS}><instanceTypeSet><item><instanceType>m5.large</instanceType>\
+                 {item}</item></instanceTypeSet></DescribeInstanceTypesResponse>"
+            );
+            parse("DescribeInstanceTypes", &body, instance_types)
+        };
+        let processor = "<processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures></processorInfo>";
+        let vcpus = "<vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo>";
+        let memory = "<memoryInfo><sizeInMiB>8192</sizeInMiB></memoryInfo>";
+        assert!(read(&format!("{processor}{vcpus}{memory}")).is_ok());
+        assert_eq!(
+            read(&format!("{processor}{vcpus}")),
+            Err("<item> has no <memoryInfo>".to_owned())
+        );
+        assert_eq!(
+            read(&format!(
+                "{processor}<vCpuInfo><defaultVCpus>two</defaultVCpus></vCpuInfo>{memory}"
+            )),
+            Err("<defaultVCpus> \"two\" is not a number".to_owned())
+        );
+        assert_eq!(
+            read(&format!(
+                "{processor}{vcpus}{memory}<gpuInfo><gpus><item><manufacturer>NVIDIA</manufacturer></item></gpus></gpuInfo>"
+            )),
+            Err("<item> has no <count>".to_owned())
         );
     }
 }

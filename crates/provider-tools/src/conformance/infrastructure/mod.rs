@@ -8,6 +8,7 @@
 mod cluster;
 mod lifecycle;
 mod refusals;
+mod shapes;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use std::time::Duration;
 pub use cluster::*;
 pub use lifecycle::*;
 pub use refusals::*;
+pub use shapes::*;
 
 use super::{Failure, Provider, Scenario, Subject, requests};
 use crate::simcloud::{InstanceRecord, RunningSimCloud, Settings, SimCloud};
@@ -40,6 +42,7 @@ macro_rules! infrastructure_scenarios {
             reconcile_creates_no_duplicate_when_a_crash_lost_the_recorded_instances,
             scale_down_terminates_the_highest_ordinals,
             remove_terminates_exactly_the_instances_asked_for,
+            node_shapes_are_the_cloud_s_instance_types_and_an_unknown_one_is_terminal,
             delete_is_done_once_the_cloud_has_no_instance_of_the_pool,
             cloud_requires_the_bearer_token_from_credentials_when_configured,
             reconcile_asks_to_retry_when_bootstrap_data_is_missing,

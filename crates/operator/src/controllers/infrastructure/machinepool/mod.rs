@@ -3,6 +3,7 @@
 //! replicas and bootstrap data in; instances, providerIDs and readiness
 //! out); on deletion, the provider's delete until it is done.
 
+mod capacity;
 mod data;
 mod pass;
 mod provider_ids;
@@ -45,6 +46,7 @@ impl Reconciler for WasmMachinePool {
     const PHASES: &'static [Phase<Self>] = phases![WasmMachinePool:
         provider::owner_pool::<WasmMachinePool>,
         provider::prepare::<WasmMachinePool>,
+        capacity::capacity,
         provision,
     ];
     const DELETE_PHASES: &'static [Phase<Self>] =
