@@ -2,14 +2,37 @@
 //! (MachinePools, then infrastructure, then the finalizer) leaving nothing
 //! behind, and pausing that stops every controller until it is lifted.
 
-use capwasm::api::{Cluster, MachinePool};
+use capwasm::api::{Cluster, Machine, MachinePool};
 use capwasm::simcloud::InstanceState;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use testenv::flows::{Apis, Scenario, condition, scale, wait_for, wait_for_pool};
 use testenv::{Stack, TestEnv};
+
+/// Waits until `count` Machines are listed; their names.
+async fn wait_for_machines(machines: &Api<Machine>, count: usize) -> Vec<String> {
+    testenv::flows::eventually(
+        testenv::flows::WAIT,
+        std::time::Duration::from_millis(250),
+        || async {
+            let listed = machines
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let names: Vec<String> = listed
+                .items
+                .iter()
+                .filter_map(|m| m.metadata.name.clone())
+                .collect();
+            (names.len() == count)
+                .then(|| names.clone())
+                .ok_or(format!("{count} Machines expected: {names:?}"))
+        },
+    )
+    .await
+}
 
 #[tokio::test]
 async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances() {
@@ -43,6 +66,9 @@ async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances()
                     && (status == "False" || m.contains("* MachinePools: pool"))
             })
     };
+    // A Machine per instance, which the Cluster waits for as upstream's does.
+    let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+    let made = wait_for_machines(&machines, 2).await;
     let before = apis.clusters.get("c1").await.unwrap();
     assert!(
         deleting(&before, "False", "NotDeleting"),
@@ -74,6 +100,14 @@ async fn deleting_the_cluster_removes_pools_infrastructure_nodes_and_instances()
     assert!(apis.configs.get_opt("pool").await.unwrap().is_none());
     assert!(apis.infra_pools.get_opt("pool").await.unwrap().is_none());
     assert!(apis.infra_clusters.get_opt("c1").await.unwrap().is_none());
+    // No garbage collector runs here to delete a gone pool's Machines: the
+    // Cluster did, and waited until each was drained and gone.
+    let left = machines.list(&ListParams::default()).await.unwrap().items;
+    let names: Vec<_> = left
+        .iter()
+        .filter_map(|m| m.metadata.name.as_deref())
+        .collect();
+    assert!(names.is_empty(), "Machines of {made:?} left: {names:?}");
     let live: Vec<_> = stack
         .cloud
         .instances_of(&format!("{ns}/pool"))

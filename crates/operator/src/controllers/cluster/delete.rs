@@ -1,12 +1,16 @@
-//! Deleting a Cluster in upstream's order: its MachinePools first, then the
-//! control plane, then the infrastructure; only then the finalizer goes.
+//! Deleting a Cluster in upstream's order: its MachinePools and Machines
+//! first, then the control plane, then the infrastructure; only then the
+//! finalizer goes.
+
+use std::sync::Arc;
 
 use kube::api::DeleteParams;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt as _};
 
 use super::CONTROLLER;
 use crate::api::conditions::Desired;
-use crate::api::{Cluster, ConditionType, MachinePool, Reason};
+use crate::api::{Cluster, ConditionType, Machine, MachinePool, Reason};
 use crate::controllers::cache::cluster_key;
 use crate::controllers::context::Context;
 use crate::controllers::error::Error;
@@ -44,12 +48,76 @@ pub async fn workers(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcom
         }
     }
     if remaining.is_empty() && no_pools_left(&pools, &cluster.name_any()).await? {
-        scope.found.workers_gone = true;
-        return Ok(Outcome::Continue);
+        return machines(scope, ctx).await;
     }
     let mut names: Vec<String> = remaining.iter().map(|p| p.name_any()).collect();
     names.sort();
     let message = format!("* MachinePools: {}", names.join(", "));
+    Ok(scope.waits(Desired::holds(
+        ConditionType::Deleting,
+        Reason::WaitingForWorkersDeletion,
+        message,
+    )))
+}
+
+/// Once the pools are gone, the Cluster's Machines, as upstream waits for
+/// its worker Machines: each is drained while the Cluster and its
+/// kubeconfig are still there. Those the Cluster owns are deleted here, and
+/// so are those whose MachinePool is gone (what the garbage collector does
+/// where one runs: a test API server has none).
+async fn machines(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, Error> {
+    let cluster = scope.object.clone();
+    let (namespace, name) = (scope.namespace(), cluster.name_any());
+    let left: Vec<Arc<Machine>> = ctx
+        .caches
+        .machines
+        .store()
+        .state()
+        .into_iter()
+        .filter(|m| {
+            m.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && m.spec.cluster_name == name
+        })
+        .collect();
+    if left.is_empty() {
+        scope.found.workers_gone = true;
+        return Ok(Outcome::Continue);
+    }
+    let pool_gone = |owner: &str| {
+        let key = ObjectRef::<MachinePool>::new(owner).within(&namespace);
+        ctx.caches.pools.store().get(&key).is_none()
+    };
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    for machine in left
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+    {
+        let owners = machine.owner_references();
+        let ours = owners.iter().any(|o| o.kind == "Cluster" && o.name == name)
+            || owners
+                .iter()
+                .any(|o| o.kind == "MachinePool" && pool_gone(&o.name));
+        if !ours {
+            continue;
+        }
+        match api
+            .delete(&machine.name_any(), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => ctx.metrics.write(CONTROLLER, "delete"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Write {
+                    what: "deletion of a Machine",
+                    name: machine.name_any(),
+                    source,
+                });
+            }
+        }
+    }
+    let mut names: Vec<String> = left.iter().map(|m| m.name_any()).collect();
+    names.sort();
+    let message = format!("* Machines: {}", names.join(", "));
     Ok(scope.waits(Desired::holds(
         ConditionType::Deleting,
         Reason::WaitingForWorkersDeletion,

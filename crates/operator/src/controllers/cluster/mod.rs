@@ -44,6 +44,14 @@ pub fn run(
                     .within(pool.metadata.namespace.as_deref().unwrap_or_default()),
             )
         })
+        // Its deletion waiting for its Machines: those being deleted.
+        .watches_shared_stream(caches.machines.subscribe(), |machine| {
+            machine.metadata.deletion_timestamp.as_ref()?;
+            Some(
+                ObjectRef::new(&machine.spec.cluster_name)
+                    .within(machine.metadata.namespace.as_deref().unwrap_or_default()),
+            )
+        })
         // kubeconfig Secrets carry the cluster-name label; their arrival initializes the control plane.
         .watches_shared_stream(caches.secrets.subscribe(), |secret| {
             let cluster = secret
