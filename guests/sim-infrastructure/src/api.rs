@@ -144,8 +144,8 @@ impl<'a> Client<'a> {
 
     /// What a node of the instance type at `url` has; an unknown type is
     /// the terminal `UnknownInstanceType`.
-    pub fn instance_type(&self, url: String) -> Result<SimInstanceType, ProviderError> {
-        let response = self.authorize(Request::get(url.clone())).send()?;
+    pub fn instance_type(&self, url: &str) -> Result<SimInstanceType, ProviderError> {
+        let response = self.authorize(Request::get(url)).send()?;
         if response.status == 404 {
             return Err(ProviderError::terminal(
                 "UnknownInstanceType",

@@ -188,7 +188,8 @@ impl InfrastructureProvider for SimInfrastructure {
 
     fn describe_nodes(request: NodeDescribeRequest) -> Result<NodeShape, ProviderError> {
         let config = config::parse(&request.config)?;
-        let described = client(&config, &request.credentials).instance_type(config.instance_type_url())?;
+        let described =
+            client(&config, &request.credentials).instance_type(&config.instance_type_url())?;
         Ok(NodeShape {
             capacity: described.capacity.into_iter().collect(),
             architecture: described.architecture,

@@ -183,6 +183,28 @@ impl Scoped for crate::api::ProviderModule {
     }
 }
 
+/// Deletes `name` of `api` with `params`: whether this asked for it (an
+/// object already gone is no failure). `what` names it in the error.
+pub async fn delete<K>(
+    api: &Api<K>,
+    name: &str,
+    params: &kube::api::DeleteParams,
+    what: &'static str,
+) -> Result<bool, Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.delete(name, params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(Error::Write {
+            what,
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
+use crate::controllers::write;
 use crate::workload::ClusterKey;
 
 /// Asks for the deletion of the Cluster's MachinePools and waits until they
@@ -32,19 +33,16 @@ pub async fn workers(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcom
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
-        match pools
-            .delete(&pool.name_any(), &DeleteParams::background())
-            .await
+        let background = DeleteParams::background();
+        if write::delete(
+            &pools,
+            &pool.name_any(),
+            &background,
+            "deletion of a MachinePool",
+        )
+        .await?
         {
-            Ok(_) => ctx.metrics.write(CONTROLLER, "delete"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Write {
-                    what: "deletion of a MachinePool",
-                    name: pool.name_any(),
-                    source,
-                });
-            }
+            ctx.metrics.write(CONTROLLER, "delete");
         }
     }
     if remaining.is_empty() && no_pools_left(&pools, &cluster.name_any()).await? {
@@ -100,19 +98,16 @@ async fn machines(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, 
         if !ours {
             continue;
         }
-        match api
-            .delete(&machine.name_any(), &DeleteParams::background())
-            .await
+        let background = DeleteParams::background();
+        if write::delete(
+            &api,
+            &machine.name_any(),
+            &background,
+            "deletion of a Machine",
+        )
+        .await?
         {
-            Ok(_) => ctx.metrics.write(CONTROLLER, "delete"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Write {
-                    what: "deletion of a Machine",
-                    name: machine.name_any(),
-                    source,
-                });
-            }
+            ctx.metrics.write(CONTROLLER, "delete");
         }
     }
     let mut names: Vec<String> = left.iter().map(|m| m.name_any()).collect();

@@ -18,6 +18,7 @@ use crate::controllers::context::Context;
 use crate::controllers::error::Error;
 use crate::controllers::outcome::Outcome;
 use crate::controllers::reconciler::Scope;
+use crate::controllers::write;
 use crate::workload::ClusterKey;
 
 pub async fn run(scope: &mut Scope<MachinePool>, ctx: &Context) -> Result<Outcome, Error> {
@@ -207,19 +208,10 @@ pub async fn delete_nodes(
     names: &[String],
 ) -> Result<(), Error> {
     for name in names {
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {
-                ctx.metrics.write(CONTROLLER, "workload Node deletion");
-                tracing::info!(node = name, cluster = %key, "deleted a Node that left its pool");
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Write {
-                    what: "deletion of a workload Node",
-                    name: name.clone(),
-                    source,
-                });
-            }
+        let what = "deletion of a workload Node";
+        if write::delete(api, name, &DeleteParams::default(), what).await? {
+            ctx.metrics.write(CONTROLLER, "workload Node deletion");
+            tracing::info!(node = name, cluster = %key, "deleted a Node that left its pool");
         }
     }
     Ok(())
