@@ -99,7 +99,8 @@ async fn not_asked_again_at_rest(install: &Install, pools: &Api<WasmMachinePool>
     );
 }
 
-/// The workload cluster's first Node of `instance_type`, once there is one.
+/// The workload cluster's first Node of `instance_type`, once its kubelet
+/// posted its status (it registers the Node first, then the status).
 async fn node_of_type(install: &Install, instance_type: &str) -> Node {
     let workload = install.env.workload().unwrap().client().unwrap();
     let nodes: Api<Node> = Api::all(workload);
@@ -114,12 +115,16 @@ async fn node_of_type(install: &Install, instance_type: &str) -> Node {
                 .as_ref()
                 .and_then(|l| l.get("node.kubernetes.io/instance-type"))
                 .is_some_and(|t| t == instance_type)
+                && n.status
+                    .as_ref()
+                    .and_then(|s| s.capacity.as_ref())
+                    .is_some_and(|c| !c.is_empty())
         };
         listed
             .items
             .into_iter()
             .find(of_type)
-            .ok_or_else(|| format!("no Node of type {instance_type} yet"))
+            .ok_or_else(|| format!("no Node of type {instance_type} with its status yet"))
     })
     .await
 }

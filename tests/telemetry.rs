@@ -119,8 +119,9 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
             "bootstrap.generate" => {
                 format!("WasmBootstrapConfig.v1alpha1.bootstrap.cluster.x-k8s.io/pool.{ns}")
             }
-            // New providerIDs are checked as the provider's own, in the pool's reconcile.
-            "machine-pools.reconcile" | "provider-ids.owns" => {
+            // New providerIDs are checked as the provider's own, and its
+            // nodes described, in the pool's reconcile.
+            "machine-pools.reconcile" | "provider-ids.owns" | "node-shapes.describe" => {
                 format!("WasmMachinePool.v1alpha1.infrastructure.cluster.x-k8s.io/pool.{ns}")
             }
             "clusters.reconcile" => {
@@ -142,6 +143,7 @@ async fn each_guest_call_is_a_child_of_the_reconcile_it_was_made_for() {
             "config-schema",
             "info",
             "machine-pools.reconcile",
+            "node-shapes.describe",
             "provider-ids.owns",
         ],
         "every provider call of this pool and its Cluster, in the span of its object's reconcile"
