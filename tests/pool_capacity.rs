@@ -209,8 +209,24 @@ async fn a_pool_at_zero_reports_its_nodes_capacity_and_an_unknown_instance_type_
         found.status.unwrap().node_info.unwrap().architecture,
         "arm64"
     );
+    // A scale changes the pool's spec (its providerIDList), not what its
+    // nodes offer: the provider is not asked again.
+    let asked = calls(&metrics(&install).await, "node-shapes.describe");
     scale(&apis.pools, "gpu", 1).await.unwrap();
     let status = node_of_type(&install, "small-arm").await.status.unwrap();
+    let running = wait_for_pool(&apis.pools, "gpu", "Running", 1).await;
+    assert_eq!(running.spec.provider_id_list.len(), 1);
+    let scaled = pools.get("gpu").await.unwrap();
+    assert_eq!(
+        scaled.spec.provider_id_list.len(),
+        1,
+        "the pool's spec changed"
+    );
+    assert_eq!(
+        calls(&metrics(&install).await, "node-shapes.describe"),
+        asked,
+        "a scale asked the provider again"
+    );
     let node_capacity: BTreeMap<String, String> = status
         .capacity
         .unwrap_or_default()

@@ -924,6 +924,18 @@ async fn version_change_rolls(core_kind: Core) {
         .wait_for(|r| r.is_some_and(|r| r.fewest == 3))
         .await
         .unwrap();
+    // A Machine drains only the Node it knows (upstream's too): each old
+    // one has its nodeRef before the rollout.
+    let core = machines_api(client, ns);
+    if own_core {
+        core_machines(&core, POOL_LABEL, |listed| {
+            listed.len() == 3
+                && listed
+                    .iter()
+                    .all(|m| m.data["status"]["nodeRef"]["name"].is_string())
+        })
+        .await;
+    }
 
     apis.pools
         .patch(
@@ -942,7 +954,6 @@ async fn version_change_rolls(core_kind: Core) {
     .await;
     // capwasm core's Machines of the old instances say they are not up to
     // date.
-    let core = machines_api(client, ns);
     if own_core {
         core_machines(&core, POOL_LABEL, |listed| {
             listed

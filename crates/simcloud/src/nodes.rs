@@ -252,11 +252,11 @@ fn ready_status(record: &InstanceRecord) -> Node {
         }])
         .collect();
     let shape = instance_types::of(record.instance_type.as_deref());
-    let capacity = shape.as_ref().map(|shape| {
+    let capacity: Option<BTreeMap<_, _>> = shape.as_ref().map(|shape| {
         let quantities = shape.capacity.iter();
         quantities
-            .map(|(name, quantity)| (name.clone(), Quantity(quantity.clone())))
-            .collect::<BTreeMap<_, _>>()
+            .map(|(name, q)| (name.clone(), Quantity(q.clone())))
+            .collect()
     });
     let architecture = shape.map_or_else(|| "amd64".to_owned(), |shape| shape.architecture);
     Node {

@@ -114,6 +114,12 @@ pub struct WasmMachinePoolStatus {
     /// `capacity`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_info: Option<NodeInfo>,
+    /// A digest of the `config` and the provider code `CapacityKnown` was
+    /// last settled for: the provider is asked again when either changes,
+    /// and a scale, which changes neither, asks nothing. Set by the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub capacity_revision: Option<String>,
     /// The instances as the provider last reported them; handed back to it on the next call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10000))]

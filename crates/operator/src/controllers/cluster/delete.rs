@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt as _};
@@ -81,20 +82,26 @@ async fn machines(scope: &mut Scope<Cluster>, ctx: &Context) -> Result<Outcome, 
         scope.found.workers_gone = true;
         return Ok(Outcome::Continue);
     }
-    let pool_gone = |owner: &str| {
-        let key = ObjectRef::<MachinePool>::new(owner).within(&namespace);
-        ctx.caches.pools.store().get(&key).is_none()
+    let uid = cluster.uid().unwrap_or_default();
+    let core = |o: &OwnerReference| o.api_version.starts_with("cluster.x-k8s.io/");
+    // A pool of that name made again is another pool: owners go by UID.
+    let pool_gone = |o: &OwnerReference| {
+        let key = ObjectRef::<MachinePool>::new(&o.name).within(&namespace);
+        let pool = ctx.caches.pools.store().get(&key);
+        core(o) && o.kind == "MachinePool" && pool.is_none_or(|p| p.uid().as_ref() != Some(&o.uid))
     };
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     for machine in left
         .iter()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
     {
+        // The Cluster's own, or one the garbage collector would delete:
+        // every owner a MachinePool that is gone. Nobody else's.
         let owners = machine.owner_references();
-        let ours = owners.iter().any(|o| o.kind == "Cluster" && o.name == name)
-            || owners
-                .iter()
-                .any(|o| o.kind == "MachinePool" && pool_gone(&o.name));
+        let ours = owners
+            .iter()
+            .any(|o| core(o) && o.kind == "Cluster" && o.uid == uid)
+            || (!owners.is_empty() && owners.iter().all(pool_gone));
         if !ours {
             continue;
         }

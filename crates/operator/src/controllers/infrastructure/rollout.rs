@@ -28,12 +28,16 @@ pub fn revision(config: &str, machine_pool: &MachinePool) -> String {
         || json!(template.bootstrap.data_secret_name),
         |r| json!([r.api_group, r.kind, r.name]),
     );
-    let made_from = json!({
+    digest(&json!({
         "config": config,
         "version": template.version,
         "bootstrap": bootstrap,
-    });
-    let digest = sha2::Sha256::digest(made_from.to_string().as_bytes());
+    }))
+}
+
+/// 16 hex digits of a sha256 over `value`: a revision of what it holds.
+pub fn digest(value: &serde_json::Value) -> String {
+    let digest = sha2::Sha256::digest(value.to_string().as_bytes());
     hex::encode(digest).chars().take(16).collect()
 }
 

@@ -2,10 +2,11 @@
 //! `node-shapes` answer as `status.capacity` and `status.nodeInfo`, which
 //! the cluster-autoscaler reads to scale a pool up from zero.
 //!
-//! The provider is asked again only when the pool's spec or the provider
-//! code serving it changes, or after a failure a retry may mend: a steady
-//! pool costs no call. A failure never holds up provisioning; it shows in
-//! `CapacityKnown`, with a Warning Event when it first does.
+//! The provider is asked again only when the pool's `config` or the
+//! provider code serving it changes (`status.capacityRevision`), or after
+//! a failure a retry may mend: a steady or scaling pool costs no call. A
+//! failure never holds up provisioning; it shows in `CapacityKnown`, with
+//! a Warning Event when it first does.
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -24,6 +25,13 @@ use crate::wasm::{CallError, LoadedProvider};
 /// What follows from a pool without capacity, for people.
 const NO_SCALING_FROM_ZERO: &str = "the cluster-autoscaler cannot scale this pool up from zero";
 
+/// The reasons of an answer that stands until the config or code changes.
+const SETTLED: [Reason; 3] = [
+    Reason::CapacityKnown,
+    Reason::CapacityUnknown,
+    Reason::CapacityUnsupported,
+];
+
 /// Reports what the pool's nodes offer, when that may have changed.
 pub(super) async fn capacity(
     scope: &mut Scope<WasmMachinePool>,
@@ -32,7 +40,8 @@ pub(super) async fn capacity(
     let Some(prepared) = scope.found.prepared.as_ref() else {
         return Ok(Outcome::Continue);
     };
-    if settled(scope, prepared) {
+    let revision = revision(prepared);
+    if settled(scope, &revision) {
         return Ok(Outcome::Continue);
     }
     let pool = scope.object.clone();
@@ -93,36 +102,32 @@ pub(super) async fn capacity(
             .publish(ctx, desired.reason, desired.message.clone())
             .await;
     }
+    // A transient failure leaves the revision of what is still known.
+    if SETTLED.contains(&desired.reason) {
+        scope.status.capacity_revision = Some(revision);
+    }
     scope.set(desired);
     Ok(Outcome::Continue)
 }
 
-/// Whether what `CapacityKnown` says still holds: written for this
-/// generation of the pool, by the code serving it now, and not a failure
-/// a retry may mend.
-fn settled(scope: &Scope<WasmMachinePool>, prepared: &Prepared) -> bool {
+/// What `CapacityKnown` is settled for: the pool's config and the code
+/// serving it.
+fn revision(prepared: &Prepared) -> String {
+    super::super::rollout::digest(&serde_json::json!({
+        "config": prepared.config,
+        "provider": prepared.provider.digest,
+    }))
+}
+
+/// Whether what `CapacityKnown` says still holds: settled for this config
+/// and code, and not a failure a retry may mend.
+fn settled(scope: &Scope<WasmMachinePool>, revision: &str) -> bool {
     let status = &scope.status;
-    let Some(known) = status
-        .common
-        .conditions
-        .iter()
-        .find(|c| c.type_ == ConditionType::CapacityKnown.as_str())
-    else {
-        return false;
-    };
-    let final_answer = [
-        Reason::CapacityKnown,
-        Reason::CapacityUnknown,
-        Reason::CapacityUnsupported,
-    ]
-    .iter()
-    .any(|r| r.as_str() == known.reason);
-    let same_code = status
-        .common
-        .served_by
-        .as_ref()
-        .is_some_and(|s| s.digest == prepared.provider.digest);
-    final_answer && same_code && known.observed_generation == scope.object.metadata.generation
+    let final_answer = status.common.conditions.iter().any(|c| {
+        c.type_ == ConditionType::CapacityKnown.as_str()
+            && SETTLED.iter().any(|r| r.as_str() == c.reason)
+    });
+    final_answer && status.capacity_revision.as_deref() == Some(revision)
 }
 
 /// Whether the provider's answer stands until the config or the provider

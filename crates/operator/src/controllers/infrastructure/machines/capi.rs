@@ -39,23 +39,27 @@ impl<'a> CoreMachines<'a> {
         }
     }
 
-    /// The Machine of `machine`: the one its owner reference names, if the
-    /// pool's Machines list it with `machine` as its infrastructure.
+    /// The Machine of `machine`: the one of the pool's Machines whose
+    /// infrastructure it is. Found by that reference, not only by the owner
+    /// reference core adds later: a WasmMachine read before its owner
+    /// reference reached the cache still goes through its Machine, and so
+    /// its Node is drained.
     async fn of(
         &mut self,
         ctx: &Context,
         machine: &WasmMachine,
     ) -> Result<Option<&DynamicObject>, Error> {
-        let Some(owner) = machine_owner(machine) else {
-            return Ok(None);
-        };
-        let uid = owner.uid.clone();
+        let owner = machine_owner(machine).map(|o| o.uid.clone());
         let listed = self.listed(ctx).await?;
-        Ok(listed.get(&uid).filter(|m| {
+        let infrastructure_of = |m: &DynamicObject| {
             let infrastructure = &m.data["spec"]["infrastructureRef"];
             infrastructure["kind"] == KIND
                 && infrastructure["name"].as_str() == machine.metadata.name.as_deref()
-        }))
+        };
+        if let Some(found) = owner.and_then(|uid| listed.get(&uid)) {
+            return Ok(Some(found).filter(|m| infrastructure_of(m)));
+        }
+        Ok(listed.values().find(|m| infrastructure_of(m)))
     }
 
     /// The pool's Machines, by UID: listed by the pool's labels.
