@@ -96,7 +96,7 @@ test: lint guests
 	  tests/moto/install.sh >/dev/null && \
 	  tests/registry/build.sh >/dev/null && \
 	  tests/distribution/build.sh >/dev/null && \
-	  tests/cosign/build.sh >/dev/null && \
+	  tests/cosign/build.sh >/dev/null && tests/cosign/build-v2.sh >/dev/null && \
 	  tests/promtool/build.sh >/dev/null && \
 	  tests/node/build.sh >/dev/null && \
 	  release_image=$$(image/build.sh --archive --release) && \
@@ -110,7 +110,7 @@ test: lint guests
 # runs the demo; EC2=1 adds a leg on EC2 as moto emulates it.
 demo: guests
 	@assets=$$($(CONTROLPLANE) --verbose) && \
-	  tests/registry/build.sh >/dev/null && tests/cosign/build.sh >/dev/null && \
+	  tests/registry/build.sh >/dev/null && tests/cosign/build.sh >/dev/null && tests/cosign/build-v2.sh >/dev/null && \
 	  $(if $(EC2),tests/moto/install.sh >/dev/null &&) \
 	  KUBEBUILDER_ASSETS="$$assets" $(CARGO) run --locked -q -p capwasm-tests --example demo $(if $(EC2),-- --ec2)
 

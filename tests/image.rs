@@ -203,7 +203,8 @@ async fn pushed_and_signed(image: &OperatorImage, version: &str) -> Result<()> {
     let by_digest = format!("{}/capwasm/capwasm@{}", registry.authority, image.digest);
     let publisher = registry.key_pair("publisher")?;
     let other = registry.key_pair("other")?;
-    registry.sign(&by_digest, &publisher)?;
+    // As release.sh signs it (cosign v2's layout), and users verify it.
+    registry.sign_legacy(&by_digest, &publisher)?;
     registry.verify(&by_digest, &publisher)?;
     assert!(
         registry.verify(&by_digest, &other).is_err(),

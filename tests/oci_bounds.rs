@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use capwasm::api::ProviderModule;
 use capwasm::api::providermodule::World;
 use capwasm::oci::{
-    Auth, Error, ImageRef, PublicKey, Puller, Pushed, SignatureError, push_component,
+    Auth, Error, ImageRef, Policy, PublicKey, Puller, Pushed, SignatureError, push_component,
     verify_signature,
 };
 use capwasm::testing::guest_path;
@@ -208,7 +208,10 @@ async fn signed_and_copied() -> (Registry, KeyPair, Pushed, Pushed) {
         &registry.image("providers/sim", "v1"),
     )
     .await;
-    registry.sign(&signed.image, &key).expect("cosign signs");
+    // The `.sig` layout names the repository it signs in; a bundle does not.
+    registry
+        .sign_legacy(&signed.image, &key)
+        .expect("cosign v2 signs");
     let copied = copy_with_signature(&registry, &signed, "providers/copy").await;
     (registry, key, signed, copied)
 }
@@ -216,20 +219,24 @@ async fn signed_and_copied() -> (Registry, KeyPair, Pushed, Pushed) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signature_copied_to_another_repository_is_refused_there() {
     let (registry, key, signed, copied) = signed_and_copied().await;
-    let keys = [PublicKey::from_pem("release", &key.public_pem).expect("cosign's public key")];
+    let policy = Policy::new(
+        Vec::new(),
+        vec![PublicKey::from_pem("release", &key.public_pem).expect("cosign's public key")],
+        1,
+    );
     let puller = Puller::default();
     let verify = |pushed: &Pushed| {
         let image = reference(&pushed.image);
         let digest = pushed.manifest_digest.clone();
         let puller = &puller;
-        let keys = &keys;
+        let policy = &policy;
         async move {
             let session = puller.session(&image, &Auth::Anonymous).expect("a session");
-            verify_signature(&session, &digest, keys).await
+            verify_signature(&session, &digest, policy).await
         }
     };
     let admitted = verify(&signed).await.expect("admitted where it was signed");
-    assert_eq!(admitted.key, "release");
+    assert_eq!(admitted[0].key, "release");
     let error = verify(&copied)
         .await
         .expect_err("refused where it was copied");

@@ -6,7 +6,7 @@
 //! precompiled cache after a restart with the registry down.
 
 use capwasm::api::providermodule::{
-    KeySelector, PublicKeySource, SecretReference, Verification, World,
+    AnyOf, KeySelector, PublicKeySource, SecretReference, Verification, World,
 };
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::oci::{Auth, ImageRef, Pushed, push_component};
@@ -179,7 +179,11 @@ async fn unsigned_wrongly_signed_and_misattributed_digests_are_refused_and_the_w
     let install = Install::with_core("oci-refuse", Core::Capwasm).await;
     let tag = registry.image("providers/sim", "stable");
     let v1 = push(&registry, "sim_infrastructure.wasm", &tag).await;
+    // In both of cosign's layouts, to have each to misattribute.
     registry.sign(&v1.image, &key).expect("cosign signs v1");
+    registry
+        .sign_legacy(&v1.image, &key)
+        .expect("cosign v2 signs v1");
     let name = format!("{}-oci-sim", install.ns);
     create_module(&install, &name, &tag, &key).await;
     let modules: Api<ProviderModule> = Api::all(install.client.clone());
@@ -238,20 +242,53 @@ async fn unsigned_wrongly_signed_and_misattributed_digests_are_refused_and_the_w
         "names what it signs: {message}"
     );
 
-    // Nothing of a refused image reached the precompiled cache.
+    // v1's bundles, listed under v4's referrers tag.
+    let v4 = push(&registry, "hostile_infinite_loop.wasm", &tag).await;
+    let referrers_tag = |pushed: &Pushed| {
+        format!(
+            "{}:{}",
+            pushed.image.split('@').next().unwrap_or_default(),
+            pushed.manifest_digest.replacen(':', "-", 1)
+        )
+    };
+    let v4_tag = referrers_tag(&v4);
+    registry
+        .crane(&[
+            "tag",
+            &referrers_tag(&v1),
+            v4_tag.rsplit(':').next().unwrap_or_default(),
+        ])
+        .expect("v1's referrers listed as v4's");
+    touch(&modules, &name, "misattributed-bundle").await;
+    let module =
+        wait_for_module_status(&modules, &name, "refused v4", refused("SignatureMalformed")).await;
+    let (_, _, message) = ready(&module).unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "refers to another image than {}",
+            v4.manifest_digest
+        )),
+        "{message}"
+    );
+
+    only_served_is_cached(&install, &v1, &[&v2, &v3, &v4]);
+}
+
+/// Nothing of a `refused` image reached the precompiled cache; `served` did.
+fn only_served_is_cached(install: &Install, served: &Pushed, refused: &[&Pushed]) {
     let cached: Vec<String> = std::fs::read_dir(&install.operator.cache_dir)
         .expect("the cache directory")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    for refused in [&v2, &v3] {
+    for refused in refused {
         let hex = refused.component_digest.trim_start_matches("sha256:");
         assert!(!cached.iter().any(|f| f.starts_with(hex)), "{cached:?}");
     }
     assert!(
         cached
             .iter()
-            .any(|f| f.starts_with(v1.component_digest.trim_start_matches("sha256:")))
+            .any(|f| f.starts_with(served.component_digest.trim_start_matches("sha256:")))
     );
 }
 
@@ -563,6 +600,7 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
                 ..PublicKeySource::default()
             },
         ],
+        ..Verification::default()
     });
     let modules: Api<ProviderModule> = Api::all(install.client.clone());
     modules
@@ -716,4 +754,80 @@ async fn a_changed_key_is_seen_at_once(
             && active(m) == Some(v1.component_digest.as_str())
     })
     .await;
+}
+
+/// A key of `pair` named `name`, inline.
+fn named_key(name: &str, pair: &KeyPair) -> PublicKeySource {
+    PublicKeySource {
+        name: Some(name.to_owned()),
+        pem: Some(pair.public_pem.clone()),
+        ..PublicKeySource::default()
+    }
+}
+
+/// Two of three release managers must sign, and the security team's key
+/// too: one signature is refused naming who signed; two (a cosign v3
+/// bundle and a v2 `.sig`) of the three, with the team's, admit the image,
+/// and the status names them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_three_release_managers_and_the_security_team_must_sign() {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let [alice, bob, carol, security] = ["alice", "bob", "carol", "security"]
+        .map(|n| registry.key_pair(n).expect("a cosign key pair"));
+    let install = Install::with_core("oci-policy", Core::Capwasm).await;
+    let tag = registry.image("providers/sim", "stable");
+    let v1 = push(&registry, "sim_infrastructure.wasm", &tag).await;
+    registry.sign(&v1.image, &alice).expect("alice signs");
+    registry
+        .sign(&v1.image, &security)
+        .expect("the security team signs");
+
+    let name = format!("{}-oci-sim", install.ns);
+    let mut module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")
+        .oci(&tag)
+        .allowed_hosts(&["127.0.0.1"])
+        .build();
+    module.spec.verification = Some(Verification {
+        all_of: vec![named_key("security", &security)],
+        any_of: Some(AnyOf {
+            minimum_matches: Some(2),
+            public_keys: vec![
+                named_key("alice", &alice),
+                named_key("bob", &bob),
+                named_key("carol", &carol),
+            ],
+        }),
+        ..Verification::default()
+    });
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .expect("the module created");
+    let module = wait_for_module_status(&modules, &name, "refused with one manager", |m| {
+        ready(m)
+            .is_some_and(|(status, reason, _)| status == "False" && reason == "SignatureUntrusted")
+    })
+    .await;
+    let (_, _, message) = ready(&module).unwrap_or_default();
+    assert!(
+        message.contains("all of [security] and 2 of [alice, bob, carol]")
+            && message.contains("signed by security, alice of its keys"),
+        "{message}"
+    );
+    assert!(active(&module).is_none(), "nothing served");
+
+    // Bob signs in the layout before cosign v3.
+    registry.sign_legacy(&v1.image, &bob).expect("bob signs");
+    touch(&modules, &name, "bob-signed").await;
+    let served = wait_for_module_status(&modules, &name, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+    assert_eq!(
+        served.status.and_then(|s| s.signed_by).as_deref(),
+        Some("security, alice, bob")
+    );
 }

@@ -897,6 +897,17 @@ fn up_to_date(m: &DynamicObject) -> Option<String> {
         .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
 }
 
+/// Waits until `count` of core's Machines of the pool know their Nodes.
+async fn with_node_refs(core: &Api<DynamicObject>, count: usize) {
+    core_machines(core, POOL_LABEL, |listed| {
+        listed.len() == count
+            && listed
+                .iter()
+                .all(|m| m.data["status"]["nodeRef"]["name"].is_string())
+    })
+    .await;
+}
+
 /// A pool of three under `core` changes version: each instance is replaced,
 /// one surge instance at a time, each old Node drained, never fewer than
 /// three Ready. capwasm's core shows on each Machine whether it is up to
@@ -928,13 +939,7 @@ async fn version_change_rolls(core_kind: Core) {
     // one has its nodeRef before the rollout.
     let core = machines_api(client, ns);
     if own_core {
-        core_machines(&core, POOL_LABEL, |listed| {
-            listed.len() == 3
-                && listed
-                    .iter()
-                    .all(|m| m.data["status"]["nodeRef"]["name"].is_string())
-        })
-        .await;
+        with_node_refs(&core, 3).await;
     }
 
     apis.pools

@@ -156,7 +156,7 @@ fi
 # Pushing and signing talk to a registry: a loopback one speaks plain HTTP.
 crane="" cosign="" registry_flags=() crane_flags=()
 if [ -n "$push" ] || [ -n "$key" ]; then
-  cosign="$("$repo/tests/cosign/build.sh")/cosign"
+  cosign="$("$repo/tests/cosign/build-v2.sh")/cosign"
 fi
 if [ -n "$push" ]; then
   crane="$("$repo/tests/registry/build.sh")/crane"

@@ -1,7 +1,8 @@
 //! A real OCI registry (go-containerregistry's `crane registry serve`, built
 //! from its Go module by `tests/registry/build.sh`) on a loopback port, and
-//! cosign (built by `tests/cosign/build.sh`) to sign what is pushed to it:
-//! the signatures the operator checks are cosign's own.
+//! cosign (v3 built by `tests/cosign/build.sh`, v2 by `build-v2.sh`) to
+//! sign what is pushed to it: the signatures the operator checks are
+//! cosign's own, in both its layouts.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,7 +33,10 @@ pub struct Registry {
     process: Process,
     dir: TempDir,
     crane: PathBuf,
+    /// cosign v3: Sigstore bundles, stored as referrers.
     cosign: PathBuf,
+    /// cosign v2: the `.sig` layout.
+    cosign_v2: PathBuf,
     /// `127.0.0.1:<port>`.
     pub authority: String,
 }
@@ -87,6 +91,7 @@ impl Registry {
     async fn launch(serve: impl FnOnce(&Path, &Path, &str) -> Result<Process>) -> Result<Self> {
         let crane = build_script("registry/build.sh")?.join("crane");
         let cosign = build_script("cosign/build.sh")?.join("cosign");
+        let cosign_v2 = build_script("cosign/build-v2.sh")?.join("cosign");
         let dir = crate::rundir::create(&crate::rundir::default_root())?;
         let authority = format!("127.0.0.1:{}", free_port()?);
         let process = serve(&crane, dir.path(), &authority)?;
@@ -95,6 +100,7 @@ impl Registry {
             dir,
             crane,
             cosign,
+            cosign_v2,
             authority,
         };
         registry.wait_ready().await?;
@@ -138,7 +144,7 @@ impl Registry {
     pub fn key_pair(&self, name: &str) -> Result<KeyPair> {
         let dir = self.dir.path().join(format!("key-{name}"));
         std::fs::create_dir_all(&dir).map_err(|e| Error::Binaries(format!("{e}")))?;
-        self.run(&self.cosign, &["generate-key-pair"], Some(&dir))?;
+        self.run(&self.cosign_v2, &["generate-key-pair"], Some(&dir))?;
         let public_pem = std::fs::read_to_string(dir.join("cosign.pub"))
             .map_err(|e| Error::Binaries(format!("cosign.pub: {e}")))?;
         Ok(KeyPair {
@@ -147,12 +153,49 @@ impl Registry {
         })
     }
 
-    /// Signs `image` (by digest) with `key`, as cosign does offline: the
-    /// signature stored in the registry beside the image, no transparency log.
+    /// Signs `image` (by digest) with `key` as cosign v3 does by default:
+    /// a Sigstore bundle stored as a referrer of the image (through the
+    /// referrers tag, as this registry has no referrers API). Offline: a
+    /// signing config naming no transparency log or timestamp authority.
     pub fn sign(&self, image: &str, key: &KeyPair) -> Result<()> {
-        let key = key.private.display().to_string();
+        let config = self.dir.path().join("signing-config.json");
+        std::fs::write(
+            &config,
+            r#"{"mediaType":"application/vnd.dev.sigstore.signingconfig.v0.2+json","rekorTlogConfig":{},"tsaConfig":{}}"#,
+        )
+        .map_err(|source| Error::Io {
+            path: config.clone(),
+            source,
+        })?;
+        let (key, config) = (
+            key.private.display().to_string(),
+            config.display().to_string(),
+        );
         self.run(
             &self.cosign,
+            &[
+                "sign",
+                "--key",
+                &key,
+                "--signing-config",
+                &config,
+                "--allow-http-registry",
+                "--allow-insecure-registry",
+                "--yes",
+                image,
+            ],
+            None,
+        )
+        .map(|_| ())
+    }
+
+    /// Signs `image` (by digest) with `key` as cosign v2 did offline: a
+    /// simple-signing payload in the `sha256-<hex>.sig` manifest beside
+    /// the image, no transparency log.
+    pub fn sign_legacy(&self, image: &str, key: &KeyPair) -> Result<()> {
+        let key = key.private.display().to_string();
+        self.run(
+            &self.cosign_v2,
             &[
                 "sign",
                 "--key",
@@ -256,7 +299,7 @@ impl Registry {
     /// tries even for a key.
     fn verify_offline(&self, public: &str, args: &[&str]) -> Result<()> {
         self.run_with(
-            &self.cosign,
+            &self.cosign_v2,
             args,
             None,
             &[("SIGSTORE_REKOR_PUBLIC_KEY", public)],

@@ -321,6 +321,7 @@ impl ProviderModuleBuilder {
                     ..PublicKeySource::default()
                 })
                 .collect(),
+            ..Verification::default()
         });
         self
     }

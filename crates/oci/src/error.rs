@@ -126,23 +126,37 @@ pub enum SignatureError {
         /// What is wrong with it.
         why: String,
     },
-    /// The image has no cosign signature.
-    #[error("{image} has no cosign signature")]
+    /// The image has no cosign signature, in either layout.
+    #[error(
+        "{image} has no cosign signature (neither a Sigstore bundle referring to it nor a .sig manifest)"
+    )]
     NotSigned {
         /// The image by digest.
         image: String,
     },
-    /// The image is signed, but by none of the keys.
+    /// The image is signed, but not by the keys the policy asks for.
     #[error(
-        "{image} is not signed by any of the {keys} verification key(s) ({signatures} signature(s) checked)"
+        "{image} is not signed as the policy asks ({policy}): signed by {signed} of its keys ({signatures} signature(s) checked)"
     )]
-    WrongKey {
+    Unsatisfied {
         /// The image by digest.
         image: String,
-        /// How many keys were tried.
-        keys: usize,
+        /// What the policy asks, for people.
+        policy: String,
+        /// The keys that did sign it, or "none of them".
+        signed: String,
         /// How many signatures were found.
         signatures: usize,
+    },
+    /// What is stored as the image's signatures is not one: a bundle that
+    /// does not parse, a referrer that is not a bundle, a statement that
+    /// is not cosign's.
+    #[error("{image}: its signatures are malformed: {why}")]
+    Malformed {
+        /// The image by digest.
+        image: String,
+        /// What is wrong with them.
+        why: String,
     },
     /// A valid signature signs another digest than the image's.
     #[error("{image}: the signature by {key} is for {signed}, not this digest")]

@@ -160,8 +160,11 @@ reasons! {
     PullTimedOut,
     /// A ProviderModule's image has no cosign signature.
     SignatureNotFound,
-    /// A ProviderModule's image is signed, but by none of its verification keys.
+    /// A ProviderModule's image is signed, but not by the keys its policy asks for.
     SignatureUntrusted,
+    /// What a ProviderModule's image stores as signatures is not one: a
+    /// bundle that does not parse, a referrer that is not a bundle.
+    SignatureMalformed,
     /// A ProviderModule's image carries a valid signature of another digest.
     SignatureDigestMismatch,
     /// A ProviderModule's image carries a valid signature made for another repository.
@@ -305,6 +308,7 @@ impl Reason {
                 | Self::PullTimedOut
                 | Self::SignatureNotFound
                 | Self::SignatureUntrusted
+                | Self::SignatureMalformed
                 | Self::SignatureDigestMismatch
                 | Self::SignatureRepositoryMismatch
                 | Self::VerificationKeyInvalid

@@ -21,7 +21,7 @@ pub use capabilities::{
 pub use limits::ModuleLimits;
 pub use rollout::{Rollout, RolloutStrategy};
 pub use source::{
-    ConfigMapSource, FileSource, KeySelector, ModuleSource, OciSource, PublicKeySource,
+    AnyOf, ConfigMapSource, FileSource, KeySelector, ModuleSource, OciSource, PublicKeySource,
     Verification,
 };
 pub use status::{CanaryStatus, PHASE_READY, ProviderModuleStatus};

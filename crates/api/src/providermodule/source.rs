@@ -48,13 +48,61 @@ pub struct OciSource {
     pub interval_seconds: Option<u32>,
 }
 
-/// Signatures an image must carry: a cosign signature of its manifest
-/// digest by one of the keys. (Keyless verification, against Fulcio and
-/// Rekor, would be a sibling of `publicKeys`.)
+/// Signatures an image must carry: cosign signatures of its manifest
+/// digest, as Sigstore bundles (cosign v3) or in the `.sig` layout before
+/// it, by the keys this policy names. `publicKeys` admits a signature by any
+/// one key; `allOf` and `anyOf` say "each of these" and "at least
+/// `minimumMatches` of these", together if both are given.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.publicKeys) || has(self.allOf) || has(self.anyOf)", "message": "name publicKeys, allOf or anyOf"},
+    {"rule": "!(has(self.publicKeys) && has(self.anyOf))", "message": "publicKeys is anyOf with minimumMatches 1: give one of them"},
+]))]
 pub struct Verification {
-    /// cosign public keys (ECDSA P-256, PEM, as `cosign generate-key-pair` writes them).
+    /// cosign public keys (ECDSA P-256, PEM, as `cosign generate-key-pair`
+    /// writes them): a signature by any one of them admits the image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 16))]
+    pub public_keys: Vec<PublicKeySource>,
+    /// Keys each of which must have signed the image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 16))]
+    pub all_of: Vec<PublicKeySource>,
+    /// Keys of which at least `minimumMatches` must have signed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any_of: Option<AnyOf>,
+}
+
+impl Verification {
+    /// Every key it names.
+    pub fn keys(&self) -> impl Iterator<Item = &PublicKeySource> {
+        let any = self.any_of.iter().flat_map(|a| &a.public_keys);
+        self.public_keys.iter().chain(&self.all_of).chain(any)
+    }
+
+    /// The keys of `anyOf`, or `publicKeys` (any one of them), with how
+    /// many of them must have signed.
+    pub fn any_of(&self) -> (&[PublicKeySource], u32) {
+        match &self.any_of {
+            Some(any) => (&any.public_keys, any.minimum_matches.unwrap_or(1)),
+            None => (&self.public_keys, 1),
+        }
+    }
+}
+
+/// Keys of which at least `minimumMatches` must have signed an image.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.minimumMatches) || self.minimumMatches <= size(self.publicKeys)", "message": "minimumMatches is more than the keys listed"},
+]))]
+pub struct AnyOf {
+    /// How many of the keys must have signed. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16))]
+    pub minimum_matches: Option<u32>,
+    /// The keys.
     #[schemars(length(min = 1, max = 16))]
     pub public_keys: Vec<PublicKeySource>,
 }
@@ -66,6 +114,11 @@ pub struct Verification {
     {"rule": "(has(self.pem) ? 1 : 0) + (has(self.secret) ? 1 : 0) + (has(self.configMap) ? 1 : 0) == 1", "message": "set exactly one of pem, secret and configMap"},
 ]))]
 pub struct PublicKeySource {
+    /// What messages and the status call the key (say, whose it is).
+    /// Default: where it is read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub name: Option<String>,
     /// The key itself, PEM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 8192))]

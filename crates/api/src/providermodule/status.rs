@@ -44,7 +44,7 @@ pub struct ProviderModuleStatus {
     /// The image in service, by digest (`REGISTRY/REPOSITORY@sha256:...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// The verification key whose signature admitted the image.
+    /// The verification keys whose signatures admitted the image, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_by: Option<String>,
     /// The new version serving a share of objects, while it is a canary.

@@ -6,12 +6,12 @@
 
 use oci_client::errors::{DigestError, OciDistributionError};
 use oci_client::manifest::OciDescriptor;
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 
 use super::Registry;
 use super::answer::{digest_header, read_within, sha256};
 use crate::reference::is_sha256;
-use crate::{Error, ImageRef};
+use crate::{BUNDLE_ARTIFACT_TYPE, Error, ImageRef};
 
 impl Registry<'_> {
     /// The digest the image's tag names: the registry's digest header on a
@@ -133,5 +133,29 @@ impl Registry<'_> {
             }
         }
         Ok((body, digest))
+    }
+}
+
+impl Registry<'_> {
+    /// The image index of the Sigstore bundles referring to `digest`, from
+    /// the registry's referrers API; `None` when it has none (404), and
+    /// the referrers tag (`sha256-<hex>`) is to be read instead.
+    pub(crate) async fn referrers(&self, digest: &str) -> Result<Option<Vec<u8>>, Error> {
+        let what = format!("the referrers of {digest}");
+        self.within(&what, async {
+            let url = format!(
+                "{}/v2/{}/referrers/{digest}?artifactType={}",
+                self.base(),
+                self.image.reference().repository(),
+                BUNDLE_ARTIFACT_TYPE.replace('+', "%2B").replace('/', "%2F"),
+            );
+            let response = self.request(Method::GET, &url, true, &what).await?;
+            match response.status() {
+                StatusCode::OK => self.read_answer(response, &what).await.map(Some),
+                StatusCode::NOT_FOUND => Ok(None),
+                _ => Err(self.refusal(response, &what).await),
+            }
+        })
+        .await
     }
 }

@@ -141,6 +141,22 @@ impl<'a> Registry<'a> {
         manifest: bool,
         what: &str,
     ) -> Result<Response, Error> {
+        let response = self.request(method, url, manifest, what).await?;
+        if response.status() == StatusCode::OK {
+            return Ok(response);
+        }
+        Err(self.refusal(response, what).await)
+    }
+
+    /// Sends `method` to `url` with the pull's authorization: the answer,
+    /// whatever its status.
+    async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        manifest: bool,
+        what: &str,
+    ) -> Result<Response, Error> {
         let mut request = self.http.request(method, url);
         if manifest {
             request = request.header(ACCEPT, ACCEPTED.join(", "));
@@ -152,14 +168,7 @@ impl<'a> Registry<'a> {
             }
             Authorization::Bearer(token) => request.bearer_auth(token),
         };
-        let response = request
-            .send()
-            .await
-            .map_err(|e| self.error(what, e.into()))?;
-        if response.status() == StatusCode::OK {
-            return Ok(response);
-        }
-        Err(self.refusal(response, what).await)
+        request.send().await.map_err(|e| self.error(what, e.into()))
     }
 
     /// The error a refusing `response` to the request for `what` says, its

@@ -21,6 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::context::Context;
 use super::reconciler::{error_policy, reconcile};
 use crate::api::ProviderModule;
+use crate::api::providermodule::Verification;
 
 pub use reconcile::FINALIZER;
 pub use source::DEFAULT_CONFIG_MAP_KEY;
@@ -54,7 +55,7 @@ pub fn run(
                 .into_iter()
                 .filter(|m| {
                     let source = m.spec.source.config_map.as_ref();
-                    let keys = m.spec.verification.iter().flat_map(|v| &v.public_keys);
+                    let keys = m.spec.verification.iter().flat_map(Verification::keys);
                     source.is_some_and(|c| named(&c.namespace, &c.name))
                         || keys
                             .filter_map(|k| k.config_map.as_ref())

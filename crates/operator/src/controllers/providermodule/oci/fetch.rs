@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use super::offline::{known_digest, offline, records};
-use super::verification::{refused, verification_keys};
-use super::{Fetched, Origin, hex_of};
+use super::verification::{refused, verification_policy};
+use super::{Fetched, Origin, hex_of, names};
 use crate::api::conditions::Desired;
 use crate::api::providermodule::OciSource;
 use crate::api::{ConditionType, ProviderModule, Reason};
@@ -18,7 +18,7 @@ use crate::controllers::error::Error;
 use crate::controllers::outcome::Wait;
 use crate::controllers::providermodule::FETCH_RETRY;
 use crate::controllers::reconciler::Scope;
-use crate::oci::{self, Auth, ImageRef, PublicKey, Record, Records, SignatureError};
+use crate::oci::{self, Auth, ImageRef, Policy, Record, Records, SignatureError};
 use crate::wasm::ProviderSource;
 
 /// How often a tag is resolved again when the module says nothing.
@@ -49,8 +49,8 @@ pub(in crate::controllers::providermodule) async fn fetch(
         Ok(auth) => auth,
         Err(wait) => return Ok(Err(wait)),
     };
-    let keys = match verification_keys(ctx, &name, spec).await? {
-        Ok(keys) => keys,
+    let policy = match verification_policy(ctx, &name, spec).await? {
+        Ok(policy) => policy,
         Err(wait) => return Ok(Err(wait)),
     };
     let records = records(ctx);
@@ -59,7 +59,7 @@ pub(in crate::controllers::providermodule) async fn fetch(
             .map_or(DEFAULT_INTERVAL, |s| Duration::from_secs(u64::from(s)))
     });
 
-    match online(ctx, &image, &auth, &keys, records.as_ref(), refresh).await {
+    match online(ctx, &image, &auth, &policy, records.as_ref(), refresh).await {
         Ok(fetched) => {
             let served = fetched.origin.as_ref().map_or("", |o| o.image.as_str());
             scope.set(Desired::holds(
@@ -98,7 +98,7 @@ pub(in crate::controllers::providermodule) async fn fetch(
                 ctx,
                 &image,
                 known,
-                &keys,
+                &policy,
                 records.as_ref(),
                 (reason, &why),
             ))
@@ -135,17 +135,17 @@ async fn online(
     ctx: &Context,
     image: &ImageRef,
     auth: &Auth,
-    keys: &[PublicKey],
+    policy: &Policy,
     records: Option<&Records>,
     refresh: Option<Duration>,
 ) -> Result<Fetched, Miss> {
     let session = ctx.settings.oci.session(image, auth)?;
     let digest = session.digest().await?;
-    let signed = if keys.is_empty() {
-        None
+    let signed = if policy.is_empty() {
+        Vec::new()
     } else {
-        match oci::verify_signature(&session, &digest, keys).await {
-            Ok(signed) => Some(signed),
+        match oci::verify_signature(&session, &digest, policy).await {
+            Ok(signed) => signed,
             Err(SignatureError::Fetch { source, .. }) if source.is_unanswered() => {
                 return Err((*source).into());
             }
@@ -159,7 +159,7 @@ async fn online(
             component_digest,
             signed_by: signed.iter().map(|s| s.fingerprint.clone()).collect(),
         },
-        signed_by: signed.as_ref().map(|s| s.key.clone()),
+        signed_by: names(&signed),
         offline: None,
         refresh,
     };

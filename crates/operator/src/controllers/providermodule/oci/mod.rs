@@ -48,3 +48,9 @@ pub(super) struct Origin {
 fn hex_of(digest: &str) -> String {
     digest.strip_prefix("sha256:").unwrap_or(digest).to_owned()
 }
+
+/// The names of the keys that `signed`, for `status.signedBy`.
+fn names(signed: &[crate::oci::Signed]) -> Option<String> {
+    let names: Vec<&str> = signed.iter().map(|s| s.key.as_str()).collect();
+    (!names.is_empty()).then(|| names.join(", "))
+}

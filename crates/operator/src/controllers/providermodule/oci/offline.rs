@@ -1,17 +1,17 @@
 //! What was verified before: the record kept of each image once it is in
 //! service, and, with the registry down or slow, the component last
-//! resolved (or pinned) served from it, if today's keys verified it and its
+//! resolved (or pinned) served from it, if today's policy admits the keys that verified it and its
 //! compilation is cached. Apart because it asks no registry, and its checks
 //! are what stands between an unreachable registry and an unverified
 //! component.
 
-use super::{Fetched, Origin, hex_of};
+use super::{Fetched, Origin, hex_of, names};
 use crate::api::Reason;
 use crate::api::providermodule::ProviderModuleStatus;
 use crate::controllers::context::Context;
 use crate::controllers::outcome::Wait;
 use crate::controllers::providermodule::FETCH_RETRY;
-use crate::oci::{ImageRef, PublicKey, Records};
+use crate::oci::{ImageRef, Policy, Records};
 use crate::wasm::ProviderSource;
 
 /// Remembers what was verified of the image now in service.
@@ -37,12 +37,13 @@ pub(super) fn records(ctx: &Context) -> Option<Records> {
 }
 
 /// With the registry down: the digest last resolved (or pinned), if it
-/// was verified with one of today's keys and its compilation is cached.
+/// was verified with the keys today's policy asks for and its compilation
+/// is cached.
 pub(super) fn offline(
     ctx: &Context,
     image: &ImageRef,
     known: Option<String>,
-    keys: &[PublicKey],
+    policy: &Policy,
     records: Option<&Records>,
     (reason, why): (Reason, &str),
 ) -> Result<Fetched, Wait> {
@@ -56,12 +57,10 @@ pub(super) fn offline(
             image.by_digest(&digest)
         )));
     };
-    let signer = keys
-        .iter()
-        .find(|k| record.signed_by.iter().any(|f| f == k.fingerprint()));
-    if !keys.is_empty() && signer.is_none() {
+    let signed = policy.satisfied_by(&record.signed_by);
+    if !policy.is_empty() && signed.is_none() {
         return Err(unavailable(format!(
-            "the cached {} was not verified with any of today's keys",
+            "the cached {} was not verified with the keys today's policy asks for",
             image.by_digest(&digest)
         )));
     }
@@ -76,7 +75,7 @@ pub(super) fn offline(
         digest: record.component_digest.clone(),
         origin: Some(Origin {
             image: image.by_digest(&digest),
-            signed_by: signer.map(|k| k.name().to_owned()),
+            signed_by: signed.as_deref().and_then(names),
             record,
             offline: Some(format!("{why}; serving what was verified before")),
             refresh: Some(FETCH_RETRY),
