@@ -97,6 +97,7 @@ test: lint guests
 	  tests/registry/build.sh >/dev/null && \
 	  tests/distribution/build.sh >/dev/null && \
 	  tests/cosign/build.sh >/dev/null && tests/cosign/build-v2.sh >/dev/null && \
+	  tests/sigstore/build.sh >/dev/null && \
 	  tests/promtool/build.sh >/dev/null && \
 	  tests/node/build.sh >/dev/null && \
 	  release_image=$$(image/build.sh --archive --release) && \

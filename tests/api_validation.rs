@@ -1,7 +1,9 @@
 //! The CRDs in `crds/`, installed in a real API server, enforce what upstream's
 //! webhooks enforce wherever a CRD can say it (CEL rules, defaults, subresources).
 
-use capwasm::api::providermodule::{ConfigMapSource, KeySelector, World};
+use capwasm::api::providermodule::{
+    AnyOf, ConfigMapSource, KeySelector, KeylessIdentity, Signer, Verification, World,
+};
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::testing::objects::{MachinePoolBuilder, ProviderModuleBuilder};
 use kube::Api;
@@ -150,9 +152,61 @@ async fn provider_module_needs_exactly_one_source() {
     }
     let message = rejection(api.create(&PostParams::default(), &two_keys).await);
     assert!(
-        message.contains("set exactly one of pem, secret and configMap"),
+        message.contains("set exactly one of pem, secret, configMap and keyless"),
         "{message}"
     );
+    // A policy asking more signers than it lists, publicKeys beside anyOf,
+    // and a keyless signer with two subjects.
+    let signer = |pem: &str| Signer {
+        pem: Some(pem.into()),
+        ..Signer::default()
+    };
+    let policies = [
+        (
+            Verification {
+                any_of: Some(AnyOf {
+                    minimum_matches: Some(3),
+                    signers: vec![signer("a"), signer("b")],
+                }),
+                ..Verification::default()
+            },
+            "minimumMatches is more than the signers listed",
+        ),
+        (
+            Verification {
+                public_keys: vec![signer("a")],
+                any_of: Some(AnyOf {
+                    minimum_matches: None,
+                    signers: vec![signer("b")],
+                }),
+                ..Verification::default()
+            },
+            "publicKeys is anyOf with minimumMatches 1",
+        ),
+        (
+            Verification {
+                all_of: vec![Signer {
+                    keyless: Some(KeylessIdentity {
+                        issuer: "https://issuer.example".into(),
+                        subject: Some("a@example.com".into()),
+                        subject_prefix: Some("a@".into()),
+                    }),
+                    ..Signer::default()
+                }],
+                ..Verification::default()
+            },
+            "set exactly one of subject and subjectPrefix",
+        ),
+    ];
+    for (i, (verification, expected)) in policies.into_iter().enumerate() {
+        let mut module =
+            ProviderModuleBuilder::file(&format!("policy-{i}"), World::Bootstrap, "/x.wasm")
+                .oci("127.0.0.1:5000/p:v1")
+                .build();
+        module.spec.verification = Some(verification);
+        let message = rejection(api.create(&PostParams::default(), &module).await);
+        assert!(message.contains(expected), "{message}");
+    }
 
     let bad_digest = ProviderModuleBuilder::file("bad-digest", World::Bootstrap, "/x.wasm")
         .sha256("abc")

@@ -187,17 +187,25 @@ async fn stack(env: &'static TestEnv) -> &'static Stack {
 
 #[tokio::test]
 async fn a_pool_of_the_rust_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
-    scaled_after_expiry_and_deletion("tokens-rs", None).await;
+    Box::pin(scaled_after_expiry_and_deletion("tokens-rs", None)).await;
 }
 
 #[tokio::test]
 async fn a_pool_of_the_python_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
-    scaled_after_expiry_and_deletion("tokens-py", Some("python-kubeadm-bootstrap.wasm")).await;
+    Box::pin(scaled_after_expiry_and_deletion(
+        "tokens-py",
+        Some("python-kubeadm-bootstrap.wasm"),
+    ))
+    .await;
 }
 
 #[tokio::test]
 async fn a_pool_of_the_typescript_provider_scaled_after_its_token_expired_or_was_deleted_joins() {
-    scaled_after_expiry_and_deletion("tokens-js", Some("js-kubeadm-bootstrap.wasm")).await;
+    Box::pin(scaled_after_expiry_and_deletion(
+        "tokens-js",
+        Some("js-kubeadm-bootstrap.wasm"),
+    ))
+    .await;
 }
 
 /// The scenario with kubeadm-bootstrap built from `guest` (the Rust one

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use capwasm::api::ProviderModule;
 use capwasm::api::providermodule::World;
 use capwasm::oci::{
-    Auth, Error, ImageRef, Policy, PublicKey, Puller, Pushed, SignatureError, push_component,
-    verify_signature,
+    Auth, Error, ImageRef, Policy, PublicKey, Puller, Pushed, SignatureError, Signer,
+    push_component, verify_signature,
 };
 use capwasm::testing::guest_path;
 use capwasm::testing::objects::ProviderModuleBuilder;
@@ -221,8 +221,11 @@ async fn a_signature_copied_to_another_repository_is_refused_there() {
     let (registry, key, signed, copied) = signed_and_copied().await;
     let policy = Policy::new(
         Vec::new(),
-        vec![PublicKey::from_pem("release", &key.public_pem).expect("cosign's public key")],
+        vec![Signer::Key(
+            PublicKey::from_pem("release", &key.public_pem).expect("cosign's public key"),
+        )],
         1,
+        None,
     );
     let puller = Puller::default();
     let verify = |pushed: &Pushed| {

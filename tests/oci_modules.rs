@@ -6,7 +6,8 @@
 //! precompiled cache after a restart with the registry down.
 
 use capwasm::api::providermodule::{
-    AnyOf, KeySelector, PublicKeySource, SecretReference, Verification, World,
+    AnyOf, KeySelector, KeylessIdentity, ProvenanceRule, SecretReference, Signer, Verification,
+    World,
 };
 use capwasm::api::{MachinePool, ProviderModule};
 use capwasm::oci::{Auth, ImageRef, Pushed, push_component};
@@ -19,6 +20,7 @@ use serde_json::json;
 use testenv::flows::{Modules, condition, scale, wait_for, wait_for_pool};
 use testenv::install::{Core, Install};
 use testenv::registry::{KeyPair, PASSWORD, Registry, USERNAME};
+use testenv::sigstore::Sigstore;
 
 /// Pushes guest `file` to `image` on `registry`.
 async fn push(registry: &Registry, file: &str, image: &str) -> Pushed {
@@ -583,21 +585,21 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
         .build();
     module.spec.verification = Some(Verification {
         public_keys: vec![
-            PublicKeySource {
+            Signer {
                 secret: Some(KeySelector {
                     namespace: testenv::CREDENTIALS_NAMESPACE.into(),
                     name: secret.clone(),
                     key: None,
                 }),
-                ..PublicKeySource::default()
+                ..Signer::default()
             },
-            PublicKeySource {
+            Signer {
                 config_map: Some(KeySelector {
                     namespace: testenv::CREDENTIALS_NAMESPACE.into(),
                     name: keys.clone(),
                     key: Some("release.pub".into()),
                 }),
-                ..PublicKeySource::default()
+                ..Signer::default()
             },
         ],
         ..Verification::default()
@@ -757,11 +759,11 @@ async fn a_changed_key_is_seen_at_once(
 }
 
 /// A key of `pair` named `name`, inline.
-fn named_key(name: &str, pair: &KeyPair) -> PublicKeySource {
-    PublicKeySource {
+fn named_key(name: &str, pair: &KeyPair) -> Signer {
+    Signer {
         name: Some(name.to_owned()),
         pem: Some(pair.public_pem.clone()),
-        ..PublicKeySource::default()
+        ..Signer::default()
     }
 }
 
@@ -793,7 +795,7 @@ async fn two_of_three_release_managers_and_the_security_team_must_sign() {
         all_of: vec![named_key("security", &security)],
         any_of: Some(AnyOf {
             minimum_matches: Some(2),
-            public_keys: vec![
+            signers: vec![
                 named_key("alice", &alice),
                 named_key("bob", &bob),
                 named_key("carol", &carol),
@@ -814,7 +816,7 @@ async fn two_of_three_release_managers_and_the_security_team_must_sign() {
     let (_, _, message) = ready(&module).unwrap_or_default();
     assert!(
         message.contains("all of [security] and 2 of [alice, bob, carol]")
-            && message.contains("signed by security, alice of its keys"),
+            && message.contains("signed by security, alice of its signers"),
         "{message}"
     );
     assert!(active(&module).is_none(), "nothing served");
@@ -830,4 +832,184 @@ async fn two_of_three_release_managers_and_the_security_team_must_sign() {
         served.status.and_then(|s| s.signed_by).as_deref(),
         Some("security, alice, bob")
     );
+}
+
+/// A keyless release: the module trusts the release workflow of
+/// `acme/providers` as certified by the test's own Fulcio (its trust root
+/// in a ConfigMap) and asks for the workflow's SLSA provenance from that
+/// repository. An image signed by another identity is refused naming it;
+/// signed by the workflow and attested, it serves; a next version whose
+/// provenance names another repository is refused and the first stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_release_workflow_and_its_provenance_admit_what_they_signed() {
+    let registry = Registry::start()
+        .await
+        .expect("a registry (tests/registry/build.sh)");
+    let sigstore = Sigstore::start()
+        .await
+        .expect("a Sigstore (tests/sigstore/build.sh)");
+    let install = Install::with_core("oci-keyless", Core::Capwasm).await;
+    let root = trust_root_config_map(&install, sigstore.trusted_root_json()).await;
+    let (repository, workflow) = (
+        "acme/providers",
+        ".github/workflows/release.yml@refs/heads/main",
+    );
+    let subject = Sigstore::workflow_subject(repository, workflow);
+    let source = format!("https://github.com/{repository}");
+    let release = sigstore
+        .workflow_token(repository, workflow)
+        .expect("a workflow token");
+
+    let tag = registry.image("providers/sim", "stable");
+    let v1 = push(&registry, "sim_infrastructure.wasm", &tag).await;
+    let mallory = sigstore
+        .token(&sigstore.email_issuer(), "mallory@example.com")
+        .expect("a token");
+    sigstore
+        .sign(&registry, &v1.image, &mallory)
+        .expect("mallory signs keyless");
+    let name = format!("{}-oci-sim", install.ns);
+    let module = keyless_module(
+        &name,
+        &tag,
+        &sigstore.github_issuer(),
+        &root,
+        (&subject, &source),
+    );
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .expect("the module created");
+    let refused = |reason: &'static str| {
+        move |m: &ProviderModule| {
+            ready(m).is_some_and(|(status, r, _)| status == "False" && r == reason)
+        }
+    };
+    let module = wait_for_module_status(
+        &modules,
+        &name,
+        "refused mallory",
+        refused("SignatureUntrusted"),
+    )
+    .await;
+    let (_, _, message) = ready(&module).unwrap_or_default();
+    assert!(
+        message.contains("mallory@example.com") && message.contains(&sigstore.email_issuer()),
+        "names the identity that signed: {message}"
+    );
+
+    // The release workflow signs and attests where it built from.
+    sigstore
+        .sign(&registry, &v1.image, &release)
+        .expect("the workflow signs keyless");
+    sigstore
+        .attest_provenance(&registry, &v1.image, &release, &subject, &source)
+        .expect("the workflow attests its provenance");
+    touch(&modules, &name, "released").await;
+    let served = wait_for_module_status(&modules, &name, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+    assert_eq!(
+        served.status.and_then(|s| s.signed_by).as_deref(),
+        Some("release")
+    );
+
+    // v2, signed by the workflow, but built (it says) from another
+    // repository: signed and attested before the tag moves to it.
+    let v2 = push(
+        &registry,
+        "sim_infrastructure_v2.wasm",
+        &format!("{tag}-candidate"),
+    )
+    .await;
+    sigstore
+        .sign(&registry, &v2.image, &release)
+        .expect("the workflow signs v2");
+    sigstore
+        .attest_provenance(
+            &registry,
+            &v2.image,
+            &release,
+            &subject,
+            "https://github.com/evil/providers",
+        )
+        .expect("an attestation naming another repository");
+    registry
+        .crane(&["tag", &v2.image, "stable"])
+        .expect("the tag moved to v2");
+    touch(&modules, &name, "evil-provenance").await;
+    let module = wait_for_module_status(&modules, &name, "refused v2", |m| {
+        refused("ProvenanceMismatch")(m) && active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
+    let (_, _, message) = ready(&module).unwrap_or_default();
+    assert!(
+        message.contains("https://github.com/evil/providers"),
+        "{message}"
+    );
+    only_served_is_cached(&install, &v1, &[&v2]);
+}
+
+/// The trust root `json` in a ConfigMap of the credentials namespace; its name.
+async fn trust_root_config_map(install: &Install, json: String) -> String {
+    testenv::flows::credentials_namespace(&install.client).await;
+    let root = format!("{}-sigstore", install.ns);
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(root.clone()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("trusted_root.json".to_owned(), json)].into()),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(install.client.clone(), testenv::CREDENTIALS_NAMESPACE)
+        .create(&PostParams::default(), &config_map)
+        .await
+        .expect("the trust root ConfigMap");
+    root
+}
+
+/// Module `name` of `tag` that admits what the workflows of `source`
+/// signed (certified by `issuer`'s tokens, checked against the trust root
+/// ConfigMap `root`), with their provenance built by `builder` from
+/// `source`.
+fn keyless_module(
+    name: &str,
+    tag: &str,
+    issuer: &str,
+    root: &str,
+    (builder, source): (&str, &str),
+) -> ProviderModule {
+    let workflow_signer = Signer {
+        keyless: Some(KeylessIdentity {
+            issuer: issuer.to_owned(),
+            subject_prefix: Some(format!("{source}/")),
+            ..KeylessIdentity::default()
+        }),
+        ..Signer::default()
+    };
+    let mut module = ProviderModuleBuilder::file(name, World::Infrastructure, "/unused")
+        .oci(tag)
+        .allowed_hosts(&["127.0.0.1"])
+        .build();
+    module.spec.verification = Some(Verification {
+        all_of: vec![Signer {
+            name: Some("release".into()),
+            ..workflow_signer.clone()
+        }],
+        trusted_root: Some(KeySelector {
+            namespace: testenv::CREDENTIALS_NAMESPACE.into(),
+            name: root.to_owned(),
+            key: None,
+        }),
+        provenance: Some(ProvenanceRule {
+            signer: workflow_signer,
+            builder_id: builder.to_owned(),
+            source_repository: source.to_owned(),
+        }),
+        ..Verification::default()
+    });
+    module
 }

@@ -43,6 +43,7 @@ pub mod release;
 mod rundir;
 pub mod samples;
 pub mod scoped;
+pub mod sigstore;
 mod stack;
 pub mod upstream;
 pub mod usage;

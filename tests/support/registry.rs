@@ -288,6 +288,11 @@ impl Registry {
         self.run(&self.crane, &all, None)
     }
 
+    /// cosign v3 with `args` and `env`, against this registry; what it printed.
+    pub fn cosign_v3(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String> {
+        self.run_with(&self.cosign, args, None, env)
+    }
+
     fn run(&self, binary: &Path, args: &[&str], dir: Option<&Path>) -> Result<String> {
         self.run_with(binary, args, dir, &[])
     }

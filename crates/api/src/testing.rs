@@ -10,7 +10,7 @@ pub use crate::provider::{BOOTSTRAP_GROUP, INFRASTRUCTURE_GROUP};
 use crate::provider::{VERSION, WasmBootstrapConfigSpec, WasmClusterSpec, WasmMachinePoolSpec};
 use crate::providermodule::{
     AllowedKind, ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource,
-    OciSource, ProviderModuleSpec, PublicKeySource, Verification, World,
+    OciSource, ProviderModuleSpec, Signer, Verification, World,
 };
 use crate::tenancy::AllowedNamespaces;
 use crate::{
@@ -316,9 +316,9 @@ impl ProviderModuleBuilder {
         self.0.spec.verification = Some(Verification {
             public_keys: keys
                 .iter()
-                .map(|pem| PublicKeySource {
+                .map(|pem| Signer {
                     pem: Some((*pem).to_owned()),
-                    ..PublicKeySource::default()
+                    ..Signer::default()
                 })
                 .collect(),
             ..Verification::default()

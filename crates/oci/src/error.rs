@@ -136,7 +136,7 @@ pub enum SignatureError {
     },
     /// The image is signed, but not by the keys the policy asks for.
     #[error(
-        "{image} is not signed as the policy asks ({policy}): signed by {signed} of its keys ({signatures} signature(s) checked)"
+        "{image} is not signed as the policy asks ({policy}): signed by {signed} of its signers ({signatures} signature(s) checked){why}"
     )]
     Unsatisfied {
         /// The image by digest.
@@ -147,6 +147,54 @@ pub enum SignatureError {
         signed: String,
         /// How many signatures were found.
         signatures: usize,
+        /// What refused the signers that did not sign, `; ` first; or empty.
+        why: String,
+    },
+    /// A keyless signature does not verify against the trust root: its
+    /// certificate's chain, validity at the signing time, timestamps, log
+    /// entries or signature.
+    #[error("{image}: the signature for keyless signer {signer} is untrusted: {why}")]
+    Untrusted {
+        /// The image by digest.
+        image: String,
+        /// The signer's name.
+        signer: String,
+        /// What did not verify.
+        why: String,
+    },
+    /// A keyless signature verifies, but by another identity.
+    #[error(
+        "{image}: signed by subject {subject:?} from issuer {issuer:?}, not keyless signer {signer} ({wanted})"
+    )]
+    IdentityMismatch {
+        /// The image by digest.
+        image: String,
+        /// The signer's name.
+        signer: String,
+        /// What the signer asks.
+        wanted: String,
+        /// The certificate's subject.
+        subject: String,
+        /// The certificate's OIDC issuer.
+        issuer: String,
+    },
+    /// The image's provenance is not what the policy asks.
+    #[error("{image}: its provenance is not as the policy asks ({wanted}): {why}")]
+    Provenance {
+        /// The image by digest.
+        image: String,
+        /// What the policy asks.
+        wanted: String,
+        /// What was found instead.
+        why: String,
+    },
+    /// A trust root is not a usable Sigstore trusted root.
+    #[error("trust root {name}: {why}")]
+    TrustRoot {
+        /// Which root.
+        name: String,
+        /// What is wrong with it.
+        why: String,
     },
     /// What is stored as the image's signatures is not one: a bundle that
     /// does not parse, a referrer that is not a bundle, a statement that

@@ -16,7 +16,9 @@ mod record;
 mod reference;
 
 pub use client::Puller;
-pub use cosign::{Policy, PublicKey, Signed, verify_signature};
+pub use cosign::{
+    Identity, Policy, Provenance, PublicKey, Signed, Signer, Subject, Trust, verify_signature,
+};
 pub use error::{Error, SignatureError};
 pub use pull::{Artifact, Resolved, Session};
 pub use push::{Pushed, push_component};

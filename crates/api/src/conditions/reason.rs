@@ -162,6 +162,10 @@ reasons! {
     SignatureNotFound,
     /// A ProviderModule's image is signed, but not by the keys its policy asks for.
     SignatureUntrusted,
+    /// A ProviderModule's image has no SLSA provenance attestation by its
+    /// provenance signer naming the builder and source repository its
+    /// policy asks for.
+    ProvenanceMismatch,
     /// What a ProviderModule's image stores as signatures is not one: a
     /// bundle that does not parse, a referrer that is not a bundle.
     SignatureMalformed,
@@ -309,6 +313,7 @@ impl Reason {
                 | Self::SignatureNotFound
                 | Self::SignatureUntrusted
                 | Self::SignatureMalformed
+                | Self::ProvenanceMismatch
                 | Self::SignatureDigestMismatch
                 | Self::SignatureRepositoryMismatch
                 | Self::VerificationKeyInvalid

@@ -21,8 +21,8 @@ pub use capabilities::{
 pub use limits::ModuleLimits;
 pub use rollout::{Rollout, RolloutStrategy};
 pub use source::{
-    AnyOf, ConfigMapSource, FileSource, KeySelector, ModuleSource, OciSource, PublicKeySource,
-    Verification,
+    AnyOf, ConfigMapSource, FileSource, KeySelector, KeylessIdentity, ModuleSource, OciSource,
+    ProvenanceRule, Signer, Verification,
 };
 pub use status::{CanaryStatus, PHASE_READY, ProviderModuleStatus};
 

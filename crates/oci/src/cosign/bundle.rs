@@ -1,9 +1,10 @@
 //! A Sigstore bundle (v0.1 to v0.3) as cosign v3 signs an image: a DSSE
 //! envelope of an in-toto statement whose subject is the manifest digest
-//! and whose predicate type says it is a signature. Checked here with a
-//! public key over the envelope's pre-authentication encoding, as
-//! `cosign verify --key` does; the bundle's transparency-log entries and
-//! timestamps prove when it was signed, which a key alone does not need.
+//! and whose predicate type says it is a signature. With a public key it is
+//! checked here over the envelope's pre-authentication encoding, as
+//! `cosign verify --key --insecure-ignore-tlog` does: its log entries and
+//! timestamps are not read. Signed with a certificate, it goes to
+//! [`super::keyless`].
 //!
 //! The statement names no repository (cosign v3's does not): a bundle
 //! binds the digest only, wherever it is stored.
@@ -11,7 +12,8 @@
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::{PublicKey, Verdict};
+use super::keyless::{Identity, Trust};
+use super::{PublicKey, Signer, Verdict};
 use crate::{ImageRef, SignatureError};
 
 /// The media types of Sigstore bundles start so.
@@ -20,6 +22,8 @@ const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle";
 const IN_TOTO: &str = "application/vnd.in-toto+json";
 /// The predicate type of cosign's image signature.
 const COSIGN_SIGNATURE: &str = "https://sigstore.dev/cosign/sign/v1";
+/// The predicate types of SLSA provenance start so.
+const SLSA_PROVENANCE: &str = "https://slsa.dev/provenance/";
 /// The most signatures of one envelope looked at.
 const MAX_ENVELOPE_SIGNATURES: usize = 8;
 
@@ -28,6 +32,10 @@ const MAX_ENVELOPE_SIGNATURES: usize = 8;
 pub(super) struct Bundle {
     /// Where it was found, for messages.
     source: String,
+    /// The bundle as stored, for a keyless check.
+    raw: Vec<u8>,
+    /// Signed with a certificate, not a key.
+    keyless: bool,
     payload_type: String,
     payload: Vec<u8>,
     signatures: Vec<String>,
@@ -37,6 +45,8 @@ pub(super) struct Bundle {
 #[serde(rename_all = "camelCase")]
 struct Wire {
     media_type: String,
+    #[serde(default)]
+    verification_material: serde_json::Map<String, serde_json::Value>,
     dsse_envelope: Option<Envelope>,
     message_signature: Option<serde_json::Value>,
 }
@@ -59,6 +69,8 @@ struct EnvelopeSignature {
 struct Statement {
     subject: Vec<Subject>,
     predicate_type: String,
+    #[serde(default)]
+    predicate: serde_json::Value,
 }
 
 #[derive(Deserialize)]
@@ -93,8 +105,12 @@ impl Bundle {
         if envelope.signatures.is_empty() {
             return Err(not("the envelope carries no signature".to_owned()));
         }
+        let material = &wire.verification_material;
         Ok(Self {
             source,
+            raw: bytes.to_vec(),
+            keyless: material.contains_key("certificate")
+                || material.contains_key("x509CertificateChain"),
             payload_type: envelope.payload_type,
             payload,
             signatures: envelope
@@ -109,27 +125,97 @@ impl Bundle {
     /// What this bundle says of `key` and `digest`.
     pub(super) fn verdict(&self, image: &ImageRef, digest: &str, key: &PublicKey) -> Verdict {
         let signed = pae(&self.payload_type, &self.payload);
-        if !self.signatures.iter().any(|s| key.signed(&signed, s)) {
+        if self.keyless || !self.signatures.iter().any(|s| key.signed(&signed, s)) {
             return Verdict::Silent;
         }
-        let malformed = |why: &str| {
-            Verdict::Refuses(SignatureError::Malformed {
+        match self.statement() {
+            Err(why) => Verdict::Refuses(SignatureError::Malformed {
                 image: image.by_digest(digest),
                 why: format!("{}, signed by {}: {why}", self.source, key.name()),
-            })
-        };
-        if self.payload_type != IN_TOTO {
-            return malformed(&format!(
-                "the payload type {:?} is not an in-toto statement",
-                self.payload_type
-            ));
+            }),
+            // An attestation by the same key is not a signature.
+            Ok(None) => Verdict::Silent,
+            Ok(Some(subjects)) => {
+                let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+                if subjects.iter().any(|s| s.eq_ignore_ascii_case(hex)) {
+                    return Verdict::Admits;
+                }
+                Verdict::Refuses(SignatureError::DigestMismatch {
+                    image: image.by_digest(digest),
+                    key: key.name().to_owned(),
+                    signed: subjects.first().map_or_else(
+                        || "a statement naming no sha256 digest".to_owned(),
+                        |s| format!("sha256:{s}"),
+                    ),
+                })
+            }
         }
-        let Ok(statement) = serde_json::from_slice::<Statement>(&self.payload) else {
-            return malformed("the in-toto statement does not parse");
-        };
-        // An attestation by the same key is not a signature.
-        if statement.predicate_type != COSIGN_SIGNATURE {
+    }
+
+    /// What this bundle says of keyless signer `identity` and `digest`,
+    /// checked against `trust`.
+    pub(super) fn verdict_keyless(
+        &self,
+        image: &ImageRef,
+        digest: &str,
+        identity: &Identity,
+        trust: &Trust,
+    ) -> Verdict {
+        // Not a certificate's, or not a signature: nothing to say.
+        if !self.keyless || !matches!(self.statement(), Ok(Some(_))) {
             return Verdict::Silent;
+        }
+        match trust.check(
+            &image.by_digest(digest),
+            digest,
+            &self.source,
+            &self.raw,
+            identity,
+        ) {
+            Ok(()) => Verdict::Admits,
+            Err(refusal) => Verdict::Refuses(refusal),
+        }
+    }
+
+    /// The predicate of this bundle, if it is an SLSA provenance
+    /// attestation `signer` signed; an error if it is one of another digest
+    /// or its signature does not verify against `trust`.
+    pub(super) fn provenance(
+        &self,
+        image: &ImageRef,
+        digest: &str,
+        signer: &Signer,
+        trust: Option<&Trust>,
+    ) -> Option<Result<serde_json::Value, SignatureError>> {
+        if self.payload_type != IN_TOTO {
+            return None;
+        }
+        let statement = serde_json::from_slice::<Statement>(&self.payload).ok()?;
+        if !statement.predicate_type.starts_with(SLSA_PROVENANCE) {
+            return None;
+        }
+        match signer {
+            Signer::Key(key) => {
+                let message = pae(&self.payload_type, &self.payload);
+                if self.keyless || !self.signatures.iter().any(|s| key.signed(&message, s)) {
+                    return None;
+                }
+            }
+            Signer::Keyless(identity) => {
+                if !self.keyless {
+                    return None;
+                }
+                let checked = trust?.check(
+                    &image.by_digest(digest),
+                    digest,
+                    &self.source,
+                    &self.raw,
+                    identity,
+                );
+                if let Err(refusal) = checked {
+                    return Some(Err(refusal));
+                }
+            }
         }
         let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
         let subjects: Vec<&str> = statement
@@ -137,17 +223,39 @@ impl Bundle {
             .iter()
             .filter_map(|s| s.digest.get("sha256").map(String::as_str))
             .collect();
-        if subjects.iter().any(|s| s.eq_ignore_ascii_case(hex)) {
-            return Verdict::Admits;
+        if !subjects.iter().any(|s| s.eq_ignore_ascii_case(hex)) {
+            return Some(Err(SignatureError::DigestMismatch {
+                image: image.by_digest(digest),
+                key: signer.name().to_owned(),
+                signed: subjects
+                    .first()
+                    .map_or_else(|| "no sha256 digest".to_owned(), |s| format!("sha256:{s}")),
+            }));
         }
-        Verdict::Refuses(SignatureError::DigestMismatch {
-            image: image.by_digest(digest),
-            key: key.name().to_owned(),
-            signed: subjects.first().map_or_else(
-                || "a statement naming no sha256 digest".to_owned(),
-                |s| format!("sha256:{s}"),
-            ),
-        })
+        Some(Ok(statement.predicate))
+    }
+
+    /// The sha256 digests the statement signs, if it is cosign's signing
+    /// statement (`None`: another predicate, an attestation).
+    fn statement(&self) -> Result<Option<Vec<String>>, String> {
+        if self.payload_type != IN_TOTO {
+            return Err(format!(
+                "the payload type {:?} is not an in-toto statement",
+                self.payload_type
+            ));
+        }
+        let statement = serde_json::from_slice::<Statement>(&self.payload)
+            .map_err(|_| "the in-toto statement does not parse".to_owned())?;
+        if statement.predicate_type != COSIGN_SIGNATURE {
+            return Ok(None);
+        }
+        Ok(Some(
+            statement
+                .subject
+                .into_iter()
+                .filter_map(|mut s| s.digest.remove("sha256"))
+                .collect(),
+        ))
     }
 }
 

@@ -75,12 +75,12 @@ fn bundle(key: &SigningKey, digest: &str) -> Found {
     bundle_of(key, digest, "https://sigstore.dev/cosign/sign/v1")
 }
 
+fn signers(keys: &[&PublicKey]) -> Vec<Signer> {
+    keys.iter().map(|k| Signer::Key((*k).clone())).collect()
+}
+
 fn any_of(keys: &[&PublicKey], minimum: usize) -> Policy {
-    Policy::new(
-        Vec::new(),
-        keys.iter().map(|k| (*k).clone()).collect(),
-        minimum,
-    )
+    Policy::new(Vec::new(), signers(keys), minimum, None)
 }
 
 fn names(signed: &[Signed]) -> Vec<&str> {
@@ -126,7 +126,7 @@ fn two_of_three_wants_two_signers_and_all_of_wants_each() {
     let twice = [bundle(&a, D1), legacy(&a, D1)];
     assert!(judge(&image(), D1, &twice, &two_of_three).is_err());
     // all of [key3] and one of [key1, key2]: key3 has not signed.
-    let both = Policy::new(vec![kc.clone()], vec![ka.clone(), kb.clone()], 1);
+    let both = Policy::new(signers(&[&kc]), signers(&[&ka, &kb]), 1, None);
     let error = judge(&image(), D1, &two, &both).expect_err("key3 missing");
     assert!(
         error
@@ -237,4 +237,202 @@ fn what_is_not_a_bundle_is_named_and_alone_is_malformed() {
         matches!(&error, SignatureError::Malformed { why, .. } if why.contains("not a Sigstore bundle")),
         "{error}"
     );
+}
+
+/// Bundles cosign v3.1.3 made keyless against a Fulcio v1.8.8 and a
+/// timestamp authority v2.1.3 of the tests' own (`tests/sigstore/`), with
+/// that Sigstore's trust root: an email identity's signature, a GitHub
+/// workflow identity's, and the workflow's SLSA provenance.
+mod keyless {
+    use std::sync::Arc;
+
+    use super::*;
+
+    const DIGEST: &str = "sha256:0597e5ac3d56efefebea0cbbf9ad80c7e891ec63a20de9466a11845c7bc53b06";
+    const EMAIL_ISSUER: &str = "http://127.0.0.1:18056/email";
+    const CI_ISSUER: &str = "http://127.0.0.1:18056/github";
+    const WORKFLOW: &str =
+        "https://github.com/acme/widget/.github/workflows/release.yml@refs/heads/main";
+
+    fn trust() -> Arc<Trust> {
+        let json = include_str!("testdata/trusted_root.json");
+        Arc::new(Trust::from_json("test root", json).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    fn found(file: &str) -> Found {
+        let json = match file {
+            "email" => include_str!("testdata/keyless-bundle.json"),
+            "ci" => include_str!("testdata/ci-keyless-bundle.json"),
+            _ => include_str!("testdata/provenance-bundle.json"),
+        };
+        Found::Bundle(Bundle::parse(file.into(), json.as_bytes()).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    fn identity(issuer: &str, subject: Subject) -> Signer {
+        Signer::Keyless(Identity::new(None, issuer, subject))
+    }
+
+    fn policy(signer: Signer, trust: Option<Arc<Trust>>) -> Policy {
+        Policy::new(Vec::new(), vec![signer], 1, trust)
+    }
+
+    #[test]
+    fn the_right_identity_is_admitted_at_the_signed_time_of_an_expired_certificate() {
+        // The certificates lived 10 minutes, long ago: the timestamp
+        // authority's signed time is what they are checked at.
+        let alice = identity(EMAIL_ISSUER, Subject::Exact("alice@example.com".into()));
+        let signed = judge(
+            &image(),
+            DIGEST,
+            &[found("email")],
+            &policy(alice, Some(trust())),
+        )
+        .expect("alice signed");
+        assert_eq!(
+            names(&signed),
+            [format!("{EMAIL_ISSUER} alice@example.com")]
+        );
+        let ci = identity(
+            CI_ISSUER,
+            Subject::Prefix("https://github.com/acme/".into()),
+        );
+        assert!(judge(&image(), DIGEST, &[found("ci")], &policy(ci, Some(trust()))).is_ok());
+    }
+
+    #[test]
+    fn another_subject_issuer_or_prefix_is_named_in_the_refusal() {
+        let cases = [
+            identity(EMAIL_ISSUER, Subject::Exact("bob@example.com".into())),
+            identity(CI_ISSUER, Subject::Exact("alice@example.com".into())),
+            identity(EMAIL_ISSUER, Subject::Prefix("alice@example.org".into())),
+        ];
+        for signer in cases {
+            let error = judge(
+                &image(),
+                DIGEST,
+                &[found("email")],
+                &policy(signer, Some(trust())),
+            )
+            .expect_err("another identity");
+            assert!(
+                matches!(&error, SignatureError::IdentityMismatch { subject, issuer, .. }
+                    if subject == "alice@example.com" && issuer == EMAIL_ISSUER),
+                "{error}"
+            );
+        }
+        // A workflow of another repository, by prefix.
+        let other = identity(
+            CI_ISSUER,
+            Subject::Prefix("https://github.com/evil/".into()),
+        );
+        let error = judge(
+            &image(),
+            DIGEST,
+            &[found("ci")],
+            &policy(other, Some(trust())),
+        )
+        .expect_err("another repository");
+        assert!(error.to_string().contains(WORKFLOW), "{error}");
+    }
+
+    #[test]
+    fn another_root_another_digest_or_no_root_admits_nothing() {
+        let alice = || identity(EMAIL_ISSUER, Subject::Exact("alice@example.com".into()));
+        // A root whose Fulcio is another CA (its timestamp authority's).
+        let mut root: serde_json::Value =
+            serde_json::from_str(include_str!("testdata/trusted_root.json"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        let tsa_root = root
+            .pointer("/timestampAuthorities/0/certChain/certificates")
+            .and_then(serde_json::Value::as_array)
+            .and_then(|chain| chain.last().cloned())
+            .unwrap_or_else(|| panic!("the TSA's chain"));
+        root["certificateAuthorities"][0]["certChain"]["certificates"] =
+            serde_json::Value::Array(vec![tsa_root]);
+        let other =
+            Trust::from_json("another root", &root.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let error = judge(
+            &image(),
+            DIGEST,
+            &[found("email")],
+            &policy(alice(), Some(Arc::new(other))),
+        )
+        .expect_err("another root");
+        assert!(
+            matches!(&error, SignatureError::Untrusted { why, .. } if why.contains("another root")),
+            "{error}"
+        );
+        let error = judge(
+            &image(),
+            D1,
+            &[found("email")],
+            &policy(alice(), Some(trust())),
+        )
+        .expect_err("another digest");
+        assert!(
+            matches!(&error, SignatureError::Untrusted { why, .. } if why.contains("mismatch")),
+            "{error}"
+        );
+        // Without a root, a keyless signature counts for nobody.
+        assert!(matches!(
+            judge(&image(), DIGEST, &[found("email")], &policy(alice(), None)),
+            Err(SignatureError::Unsatisfied { .. })
+        ));
+        // Nor does it for a key.
+        let (_, public) = key(7);
+        assert!(matches!(
+            judge(&image(), DIGEST, &[found("email")], &any_of(&[&public], 1)),
+            Err(SignatureError::Unsatisfied { .. })
+        ));
+    }
+
+    #[test]
+    fn provenance_names_its_builder_and_source_or_the_image_is_refused() {
+        let workflow = identity(CI_ISSUER, Subject::Exact(WORKFLOW.into()));
+        let alice = identity(EMAIL_ISSUER, Subject::Exact("alice@example.com".into()));
+        let found = [found("email"), found("provenance")];
+        // Alice attested the provenance the workflow's run would have.
+        let with = |attester: &Signer, builder: &str, source: &str| {
+            policy(alice.clone(), Some(trust())).with_provenance(Provenance::new(
+                attester.clone(),
+                builder.to_owned(),
+                source.to_owned(),
+            ))
+        };
+        let acme = "https://github.com/acme/widget";
+        assert!(judge(&image(), DIGEST, &found, &with(&alice, WORKFLOW, acme)).is_ok());
+        let error = judge(
+            &image(),
+            DIGEST,
+            &found,
+            &with(&alice, WORKFLOW, "https://github.com/evil/widget"),
+        )
+        .expect_err("another repository");
+        assert!(
+            matches!(&error, SignatureError::Provenance { why, .. } if why.contains(acme)),
+            "{error}"
+        );
+        let error = judge(
+            &image(),
+            DIGEST,
+            &found,
+            &with(&alice, "https://builder.example/other", acme),
+        )
+        .expect_err("another builder");
+        assert!(error.to_string().contains("names builder"), "{error}");
+        // Attested by someone else than the rule's signer.
+        let error = judge(&image(), DIGEST, &found, &with(&workflow, WORKFLOW, acme))
+            .expect_err("another attester");
+        assert!(
+            matches!(&error, SignatureError::Provenance { why, .. } if why.contains("alice@example.com")),
+            "{error}"
+        );
+        // The signature alone, no attestation.
+        let error = judge(&image(), DIGEST, &found[..1], &with(&alice, WORKFLOW, acme))
+            .expect_err("no provenance");
+        assert!(
+            error.to_string().contains("no SLSA provenance attestation"),
+            "{error}"
+        );
+    }
 }

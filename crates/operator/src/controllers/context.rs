@@ -31,6 +31,9 @@ use super::secrets::{Data, Secrets};
 /// Settings fixed for the operator's life.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// The Sigstore trust root of keyless signers when a ProviderModule
+    /// names none (`--trusted-root`).
+    pub trusted_root: Option<std::sync::Arc<crate::oci::Trust>>,
     /// Limits of provider calls where a ProviderModule sets none.
     pub default_limits: Limits,
     /// First delay after a failed reconcile; it doubles per failure.
@@ -76,6 +79,7 @@ impl Default for Settings {
             instance: None,
             credentials_namespace: None,
             oci: crate::oci::Puller::default(),
+            trusted_root: None,
             shard: super::shard::Shard::ALL,
             // kubeadm's and upstream's kubeadm provider's default.
             bootstrap_token_ttl: Duration::from_secs(15 * 60),

@@ -64,6 +64,11 @@ pub struct Args {
     #[arg(long, default_value_t = 60, value_name = "SECONDS",
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub(super) oci_pull_deadline_seconds: u32,
+    /// A Sigstore `trusted_root.json` (Fulcio certificate authorities,
+    /// timestamp authorities, logs): what keyless signers are checked
+    /// against when a ProviderModule names no `verification.trustedRoot`.
+    #[arg(long, value_name = "FILE")]
+    pub(super) trusted_root: Option<std::path::PathBuf>,
     /// How long a bootstrap token the operator makes in a workload cluster
     /// is valid; it is extended by as much while its pool has machines to
     /// join, then left to expire (kubeadm's 15 minutes by default).

@@ -44,7 +44,14 @@ async fn serve(args: &Args) -> anyhow::Result<()> {
     let client = Client::try_from(kube.clone()).context("cannot build a Kubernetes client")?;
     check_api_server(&client).await?;
     let namespace = operator_namespace(args.leader_election_namespace.as_deref());
-    let config = operator_config(args, shard, &namespace);
+    let mut config = operator_config(args, shard, &namespace);
+    if let Some(path) = &args.trusted_root {
+        let json = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --trusted-root {}", path.display()))?;
+        let trust = crate::oci::Trust::from_json(path.display().to_string(), &json)
+            .context("--trusted-root is not a usable Sigstore trusted root")?;
+        config.settings.trusted_root = Some(std::sync::Arc::new(trust));
+    }
     let election_client = client.clone();
     let operator = Operator::new(kube, config).context("cannot start the operator")?;
     // Every replica serves the webhook, leader or not: the Service picks any.

@@ -55,8 +55,14 @@ pub fn run(
                 .into_iter()
                 .filter(|m| {
                     let source = m.spec.source.config_map.as_ref();
-                    let keys = m.spec.verification.iter().flat_map(Verification::keys);
+                    let keys = m.spec.verification.iter().flat_map(Verification::signers);
+                    let root = m
+                        .spec
+                        .verification
+                        .as_ref()
+                        .and_then(|v| v.trusted_root.as_ref());
                     source.is_some_and(|c| named(&c.namespace, &c.name))
+                        || root.is_some_and(|r| named(&r.namespace, &r.name))
                         || keys
                             .filter_map(|k| k.config_map.as_ref())
                             .any(|k| named(&k.namespace, &k.name))
