@@ -504,6 +504,22 @@ async fn authors_push_and_inspect_from_the_command_line() {
     };
     let (pinned, component) = (line("image:"), line("component:"));
     assert!(pinned.starts_with(&format!("{}/providers/sim@sha256:", registry.authority)));
+    // cosign v3's commands, with a key, offline, keyless and the provenance.
+    for (key, command) in [
+        ("sign it:", "cosign sign --key cosign.key "),
+        (
+            "  offline:",
+            "cosign sign --key cosign.key --signing-config offline.json ",
+        ),
+        ("  keyless:", "cosign sign --yes "),
+        ("attest it:", "cosign attest --type slsaprovenance1 "),
+    ] {
+        let printed = line(key);
+        assert!(
+            printed.contains(command) && printed.contains(&pinned),
+            "{printed}"
+        );
+    }
     // The pinned reference and the tag describe the same component.
     for reference in [&pinned, &image] {
         let described: serde_json::Value = serde_json::from_str(&run(&[

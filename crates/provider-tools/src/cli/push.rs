@@ -57,9 +57,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     println!("image:     {}", pushed.image);
     println!("component: {}", pushed.component_digest);
+    // cosign v3's commands: a Sigstore bundle stored as a referrer of the
+    // image, which the operator reads (and the `.sig` layout before it).
+    let image = &pushed.image;
+    println!("sign it:   cosign sign --key cosign.key {image}");
     println!(
-        "sign it:   cosign sign --key cosign.key --tlog-upload=false {}",
-        pushed.image
+        "  offline:  cosign signing-config create --out offline.json && cosign sign --key cosign.key --signing-config offline.json {image}"
+    );
+    println!("  keyless:  cosign sign --yes {image}   # in CI, with its OIDC identity");
+    println!(
+        "attest it: cosign attest --type slsaprovenance1 --predicate provenance.json --yes {image}"
     );
     Ok(())
 }
