@@ -369,9 +369,10 @@ async fn observe(install: &Install) -> BTreeMap<String, String> {
         }
     }
     // What each install names its own way: its namespace (in module
-    // names), its cloud's address, the cloud's instance IDs.
+    // names), its cloud's address, the cloud's instance IDs, and the digest
+    // of the pool's config that names that address.
     for (path, value) in &mut seen {
-        if path.contains(".status.instances[") {
+        if path.contains(".status.instances[") || path.ends_with(".status.capacityRevision") {
             *value = "set".into();
         }
         *value = value
