@@ -124,8 +124,7 @@ impl Bundle {
 
     /// What this bundle says of `key` and `digest`.
     pub(super) fn verdict(&self, image: &ImageRef, digest: &str, key: &PublicKey) -> Verdict {
-        let signed = pae(&self.payload_type, &self.payload);
-        if self.keyless || !self.signatures.iter().any(|s| key.signed(&signed, s)) {
+        if !self.signed_by(key) {
             return Verdict::Silent;
         }
         match self.statement() {
@@ -196,8 +195,7 @@ impl Bundle {
         }
         match signer {
             Signer::Key(key) => {
-                let message = pae(&self.payload_type, &self.payload);
-                if self.keyless || !self.signatures.iter().any(|s| key.signed(&message, s)) {
+                if !self.signed_by(key) {
                     return None;
                 }
             }
@@ -233,6 +231,13 @@ impl Bundle {
             }));
         }
         Some(Ok(statement.predicate))
+    }
+
+    /// Whether `key` made one of the envelope's signatures (a bundle signed
+    /// with a certificate is no key's).
+    fn signed_by(&self, key: &PublicKey) -> bool {
+        let message = pae(&self.payload_type, &self.payload);
+        !self.keyless && self.signatures.iter().any(|s| key.signed(&message, s))
     }
 
     /// The sha256 digests the statement signs, if it is cosign's signing
