@@ -106,16 +106,6 @@ pub enum Error {
     },
 }
 
-impl SignatureError {
-    /// Reading the signatures of `image` at `digest` failed with `source`.
-    pub(crate) fn fetch(image: &crate::ImageRef, digest: &str, source: Error) -> Self {
-        Self::Fetch {
-            image: image.by_digest(digest),
-            source: Box::new(source),
-        }
-    }
-}
-
 impl Error {
     /// Whether the registry gave no answer, as opposed to answering no: it
     /// could not be reached, or did not finish within the pull's deadline.

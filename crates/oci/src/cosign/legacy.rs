@@ -46,7 +46,7 @@ pub(super) async fn fetch(
     digest: &str,
 ) -> Result<Vec<Found>, SignatureError> {
     let (registry, image) = (&session.registry, session.registry.image);
-    let fetch = |source: Error| SignatureError::fetch(image, digest, source);
+    let fetch = |source: Error| super::fetch_failed(image, digest, source);
     let tag = format!("{}.sig", digest.replacen(':', "-", 1));
     let manifest = match registry.manifest(&image.tagged(&tag)).await {
         Ok((bytes, _)) => bytes,

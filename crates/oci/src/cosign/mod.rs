@@ -366,5 +366,13 @@ fn judge(
     })
 }
 
+/// Reading the signatures of `image` at `digest` failed with `source`.
+fn fetch_failed(image: &ImageRef, digest: &str, source: super::Error) -> SignatureError {
+    SignatureError::Fetch {
+        image: image.by_digest(digest),
+        source: Box::new(source),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

@@ -32,7 +32,7 @@ pub(super) async fn fetch(
     digest: &str,
 ) -> Result<Vec<Found>, SignatureError> {
     let (registry, image) = (&session.registry, session.registry.image);
-    let fetch = |source: Error| SignatureError::fetch(image, digest, source);
+    let fetch = |source: Error| super::fetch_failed(image, digest, source);
     let index = if let Some(index) = registry.referrers(digest).await.map_err(fetch)? {
         index
     } else {
