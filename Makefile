@@ -94,7 +94,7 @@ test: lint guests
 	  tests/clusterctl/build.sh >/dev/null && \
 	  tests/kustomize/build.sh >/dev/null && \
 	  tests/moto/install.sh >/dev/null && \
-	  tests/registry/build.sh >/dev/null && \
+	  tests/registry/build.sh >/dev/null && tests/registry/build-referrers.sh >/dev/null && \
 	  tests/distribution/build.sh >/dev/null && \
 	  tests/cosign/build.sh >/dev/null && tests/cosign/build-v2.sh >/dev/null && \
 	  tests/sigstore/build.sh >/dev/null && \

@@ -560,10 +560,10 @@ async fn authors_push_and_inspect_from_the_command_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
-    let registry = Registry::start()
+async fn keys_from_a_secret_and_a_config_map_admit_bundles_found_through_the_referrers_api() {
+    let registry = Registry::start_with_referrers_api()
         .await
-        .expect("a registry (tests/registry/build.sh)");
+        .expect("a registry (tests/registry/build-referrers.sh)");
     let team = registry.key_pair("team").expect("a cosign key pair");
     let release = registry.key_pair("release").expect("another key pair");
     let install = Install::with_core("oci-keys", Core::Capwasm).await;
@@ -593,6 +593,12 @@ async fn keys_from_a_secret_and_a_config_map_admit_what_they_signed() {
     registry
         .sign(&v1.image, &release)
         .expect("signed with the release key");
+    // cosign wrote no referrers tag: only the referrers API finds the bundle.
+    let tags = registry
+        .crane(&["ls", &format!("{}/providers/sim", registry.authority)])
+        .expect("the tags listed");
+    assert!(tags.lines().any(|t| t == "stable"), "{tags}");
+    assert!(!tags.contains("sha256-"), "{tags}");
 
     let name = format!("{}-oci-sim", install.ns);
     let mut module = ProviderModuleBuilder::file(&name, World::Infrastructure, "/unused")

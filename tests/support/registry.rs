@@ -55,6 +55,25 @@ impl Registry {
         Self::launch(|crane, dir, authority| Self::serve(crane, authority, dir)).await
     }
 
+    /// A registry that serves the OCI 1.1 referrers API (crane patched by
+    /// `tests/registry/build-referrers.sh`), so cosign v3 stores its
+    /// bundles as referrers without the `sha256-<hex>` referrers tag.
+    pub async fn start_with_referrers_api() -> Result<Self> {
+        let crane = build_script("registry/build-referrers.sh")?.join("crane");
+        Self::launch(|_, dir, authority| {
+            let args =
+                ["registry", "serve", "--referrers", "--address", authority].map(str::to_owned);
+            Process::spawn_exiting_with_stdin(
+                "registry",
+                &crane,
+                &args,
+                &[],
+                dir.join("registry.log"),
+            )
+        })
+        .await
+    }
+
     /// A registry that asks for [`USERNAME`] and [`PASSWORD`] (the CNCF
     /// distribution registry with htpasswd authentication, built by
     /// `tests/distribution/build.sh`), holding what is pushed in memory.
@@ -155,7 +174,7 @@ impl Registry {
 
     /// Signs `image` (by digest) with `key` as cosign v3 does by default:
     /// a Sigstore bundle stored as a referrer of the image (through the
-    /// referrers tag, as this registry has no referrers API). Offline: a
+    /// referrers tag, unless the registry serves the referrers API). Offline: a
     /// signing config naming no transparency log or timestamp authority.
     pub fn sign(&self, image: &str, key: &KeyPair) -> Result<()> {
         let config = self.dir.path().join("signing-config.json");
