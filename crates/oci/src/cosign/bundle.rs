@@ -106,6 +106,7 @@ impl Bundle {
             return Err(not("the envelope carries no signature".to_owned()));
         }
         let material = &wire.verification_material;
+        super::chain::check(material).map_err(not)?;
         Ok(Self {
             source,
             raw: bytes.to_vec(),

@@ -10,6 +10,7 @@
 //! signer whose signature admitted the image.
 
 mod bundle;
+mod chain;
 mod key;
 mod keyless;
 mod legacy;

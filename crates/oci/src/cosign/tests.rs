@@ -386,6 +386,117 @@ mod keyless {
         ));
     }
 
+    /// The email bundle with `chain` (DER) as its `x509CertificateChain`
+    /// in place of its one certificate.
+    fn with_chain(chain: &[Vec<u8>]) -> Result<Bundle, String> {
+        let mut json: serde_json::Value =
+            serde_json::from_str(include_str!("testdata/keyless-bundle.json"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        // v0.3 carries one certificate; a chain is v0.2's.
+        json["mediaType"] = "application/vnd.dev.sigstore.bundle+json;version=0.2".into();
+        let material = json["verificationMaterial"]
+            .as_object_mut()
+            .unwrap_or_else(|| panic!("verification material"));
+        material.remove("certificate");
+        let certificates: Vec<serde_json::Value> = chain
+            .iter()
+            .map(|der| serde_json::json!({"rawBytes": b64(der)}))
+            .collect();
+        material.insert(
+            "x509CertificateChain".into(),
+            serde_json::json!({"certificates": certificates}),
+        );
+        Bundle::parse("chained".into(), json.to_string().as_bytes())
+    }
+
+    /// The email bundle's own signing certificate, DER.
+    fn leaf() -> Vec<u8> {
+        let json: serde_json::Value =
+            serde_json::from_str(include_str!("testdata/keyless-bundle.json"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        json.pointer("/verificationMaterial/certificate/rawBytes")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .unwrap_or_else(|| panic!("the bundle's certificate"))
+    }
+
+    /// CA `name` with a key of its own, issued by `issuer` (itself when `None`).
+    fn ca(
+        name: &str,
+        issuer: Option<&rcgen::Issuer<'_, rcgen::KeyPair>>,
+    ) -> (Vec<u8>, rcgen::Issuer<'static, rcgen::KeyPair>) {
+        let mut params = rcgen::CertificateParams::default();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let cert = match issuer {
+            Some(issuer) => params.signed_by(&key, issuer),
+            None => params.self_signed(&key),
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        (cert.der().to_vec(), rcgen::Issuer::new(params, key))
+    }
+
+    #[test]
+    fn a_chain_that_loops_is_out_of_order_or_is_100_deep_is_malformed() {
+        // 100 certificates, each issued by the next, the last a root.
+        let (mut chain, mut issuer) = ca("ca-99", None);
+        let mut deep = vec![std::mem::take(&mut chain)];
+        for at in (0..99).rev() {
+            let (der, next) = ca(&format!("ca-{at}"), Some(&issuer));
+            deep.push(der);
+            issuer = next;
+        }
+        deep.reverse();
+        let error = with_chain(&deep).expect_err("100 deep");
+        assert!(error.contains("carries 100 certificates"), "{error}");
+
+        // A is issued by B, and B by A.
+        let (_, a_self) = ca("a", None);
+        let (b, b_issuer) = ca("b", Some(&a_self));
+        let (a, _) = ca("a", Some(&b_issuer));
+        let error = with_chain(&[a.clone(), b.clone()]).expect_err("a loop");
+        assert!(
+            error.contains("loops: its last certificate (CN=b) is issued by certificate 0"),
+            "{error}"
+        );
+        let error = with_chain(&[a.clone(), b, a]).expect_err("a loop written out");
+        assert!(
+            error.contains("loops: certificate 2 (CN=a) comes back as certificate 0"),
+            "{error}"
+        );
+
+        // The signing certificate first, then its issuer: another CA is not it.
+        let (other, _) = ca("other", None);
+        let error = with_chain(&[leaf(), other]).expect_err("out of order");
+        assert!(
+            error.contains(
+                "certificate 0 (no subject) of the chain is not issued by the certificate after it"
+            ),
+            "{error}"
+        );
+        let error = with_chain(&[b"not DER".to_vec()]).expect_err("not a certificate");
+        assert!(
+            error.contains("certificate 0 of the chain is not a DER certificate"),
+            "{error}"
+        );
+
+        // The signing certificate alone as a chain (bundles before v0.3) is read.
+        let chained = with_chain(&[leaf()]).unwrap_or_else(|e| panic!("{e}"));
+        let alice = identity(EMAIL_ISSUER, Subject::Exact("alice@example.com".into()));
+        assert!(
+            judge(
+                &image(),
+                DIGEST,
+                &[Found::Bundle(chained)],
+                &policy(alice, Some(trust()))
+            )
+            .is_ok()
+        );
+    }
+
     #[test]
     fn provenance_names_its_builder_and_source_or_the_image_is_refused() {
         let workflow = identity(CI_ISSUER, Subject::Exact(WORKFLOW.into()));
