@@ -242,7 +242,9 @@ fn what_is_not_a_bundle_is_named_and_alone_is_malformed() {
 /// Bundles cosign v3.1.3 made keyless against a Fulcio v1.8.8 and a
 /// timestamp authority v2.1.3 of the tests' own (`tests/sigstore/`), with
 /// that Sigstore's trust root: an email identity's signature, a GitHub
-/// workflow identity's, and the workflow's SLSA provenance.
+/// workflow identity's, and the workflow's SLSA provenance; and one signed
+/// with a key and timestamped, whose key Fulcio certified 7 s later
+/// (`early-timestamp-*.json`, with that run's own trust root).
 mod keyless {
     use std::sync::Arc;
 
@@ -384,6 +386,38 @@ mod keyless {
             judge(&image(), DIGEST, &[found("email")], &any_of(&[&public], 1)),
             Err(SignatureError::Unsatisfied { .. })
         ));
+    }
+
+    #[test]
+    fn a_signed_time_before_the_certificate_was_issued_is_refused() {
+        // Signed with a key and timestamped, then certified by Fulcio for
+        // that key 7 s later: everything verifies but the time.
+        let trust = Trust::from_json(
+            "early root",
+            include_str!("testdata/early-timestamp-root.json"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let bundle = Bundle::parse(
+            "early".into(),
+            include_bytes!("testdata/early-timestamp-bundle.json"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let alice = identity(
+            "http://127.0.0.1:42603/email",
+            Subject::Exact("alice@example.com".into()),
+        );
+        let error = judge(
+            &image(),
+            "sha256:eafab7bdd487d706bedfa28a901337d0771ef5e724f74c2ccb316b70e807336d",
+            &[Found::Bundle(bundle)],
+            &policy(alice, Some(Arc::new(trust))),
+        )
+        .expect_err("a time outside the certificate's validity");
+        assert!(
+            matches!(&error, SignatureError::Untrusted { why, .. }
+                if why.contains("CertNotValidYet") && why.contains("not_before: UnixTime(1795969195)")),
+            "{error}"
+        );
     }
 
     /// The email bundle with `chain` (DER) as its `x509CertificateChain`
