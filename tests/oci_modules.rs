@@ -870,7 +870,12 @@ async fn a_keyless_release_workflow_and_its_provenance_admit_what_they_signed() 
     let sigstore = Sigstore::start()
         .await
         .expect("a Sigstore (tests/sigstore/build.sh)");
-    let install = Install::with_core("oci-keyless", Core::Capwasm).await;
+    // The operator's own trust root serves modules that name none.
+    let flag = [
+        "--trusted-root".to_owned(),
+        sigstore.trusted_root().display().to_string(),
+    ];
+    let install = Install::with_args("oci-keyless", Core::Capwasm, &flag).await;
     let root = trust_root_config_map(&install, sigstore.trusted_root_json()).await;
     let (repository, workflow) = (
         "acme/providers",
@@ -962,6 +967,27 @@ async fn a_keyless_release_workflow_and_its_provenance_admit_what_they_signed() 
     let (_, _, message) = ready(&module).unwrap_or_default();
     assert!(message.contains(evil), "{message}");
     only_served_is_cached(&install, &v1, &[&v2]);
+
+    // v1 again, for a module naming no trust root: --trusted-root's serves.
+    let by_default = format!("{name}-default");
+    let mut module = keyless_module(
+        &by_default,
+        &v1.image,
+        &sigstore.github_issuer(),
+        &root,
+        (&subject, &source),
+    );
+    if let Some(verification) = module.spec.verification.as_mut() {
+        verification.trusted_root = None;
+    }
+    modules
+        .create(&PostParams::default(), &module)
+        .await
+        .expect("the module naming no trust root created");
+    wait_for_module_status(&modules, &by_default, "served v1", |m| {
+        active(m) == Some(v1.component_digest.as_str())
+    })
+    .await;
 }
 
 /// The trust root `json` in a ConfigMap of the credentials namespace; its name.
