@@ -203,8 +203,8 @@ async fn pushed_and_signed(image: &OperatorImage, version: &str) -> Result<()> {
     let by_digest = format!("{}/capwasm/capwasm@{}", registry.authority, image.digest);
     let publisher = registry.key_pair("publisher")?;
     let other = registry.key_pair("other")?;
-    // As release.sh signs it (cosign v2's layout), and users verify it.
-    registry.sign_legacy(&by_digest, &publisher)?;
+    // As release.sh signs it (cosign v3, offline), and users verify it.
+    registry.sign(&by_digest, &publisher)?;
     registry.verify(&by_digest, &publisher)?;
     assert!(
         registry.verify(&by_digest, &other).is_err(),
@@ -289,7 +289,7 @@ async fn a_release_ships_the_images_binary_as_its_cli_and_signs_its_sums_and_ima
     );
 
     // Its signature: the publisher's, over these bytes only.
-    let signature = assets.join("SHA256SUMS.sig");
+    let signature = assets.join("SHA256SUMS.sigstore.json");
     let signed = assets.join("SHA256SUMS");
     registry.verify_blob(&signed, &signature, &publisher)?;
     assert!(

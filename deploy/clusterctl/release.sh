@@ -15,7 +15,8 @@
 #       the release's assets, flat, as a GitHub release holds them: the
 #       files above, capwasm-<os>-<arch> (the CLI, the image's own static
 #       binary; with --image-layout), SHA256SUMS of them all, and
-#       SHA256SUMS.sig (with --key)
+#       SHA256SUMS.sigstore.json, its signature as a Sigstore bundle
+#       (with --key)
 #
 # Each version gets its own directories, so the repository keeps every
 # release made into it (what `clusterctl upgrade plan` lists).
@@ -33,8 +34,10 @@
 # --image: the image reference itself (by digest, preferably).
 # Neither: ghcr.io/capwasm/capwasm:VERSION, by tag.
 # --key: a cosign private key (COSIGN_PASSWORD in the environment): signs
-#   SHA256SUMS (`cosign verify-blob`) and the pushed image (`cosign
-#   verify`). Offline signatures: nothing goes to a transparency log.
+#   SHA256SUMS (`cosign verify-blob --bundle`) and the pushed image (`cosign
+#   verify`, a bundle stored as a referrer), with cosign v3. Offline
+#   signatures: a signing config naming no transparency log or timestamp
+#   authority.
 # --output: the repository (default ~/.cache/capwasm/release).
 #
 # The same sources and image give the same bytes: kustomize's output is
@@ -156,7 +159,9 @@ fi
 # Pushing and signing talk to a registry: a loopback one speaks plain HTTP.
 crane="" cosign="" registry_flags=() crane_flags=()
 if [ -n "$push" ] || [ -n "$key" ]; then
-  cosign="$("$repo/tests/cosign/build-v2.sh")/cosign"
+  cosign="$("$repo/tests/cosign/build.sh")/cosign"
+  signing_config="$staging/signing-config.json"
+  printf '%s\n' '{"mediaType":"application/vnd.dev.sigstore.signingconfig.v0.2+json","rekorTlogConfig":{},"tsaConfig":{}}' >"$signing_config"
 fi
 if [ -n "$push" ]; then
   crane="$("$repo/tests/registry/build.sh")/crane"
@@ -168,16 +173,16 @@ if [ -n "$push" ]; then
   esac
 fi
 if [ -n "$key" ]; then
-  "$cosign" sign-blob --yes --key "$key" --tlog-upload=false \
-    --output-signature "$assets/SHA256SUMS.sig" "$assets/SHA256SUMS" >/dev/null ||
+  "$cosign" sign-blob --yes --key "$key" --signing-config "$signing_config" \
+    --bundle "$assets/SHA256SUMS.sigstore.json" "$assets/SHA256SUMS" >/dev/null ||
     fail "cosign could not sign SHA256SUMS with $key"
-  chmod 0644 "$assets/SHA256SUMS.sig"
+  chmod 0644 "$assets/SHA256SUMS.sigstore.json"
 fi
 if [ -n "$push" ]; then
   "$crane" push "${crane_flags[@]}" "$layout" "$image" >/dev/null ||
     fail "crane could not push $layout to $image"
   if [ -n "$key" ]; then
-    "$cosign" sign --yes --key "$key" --tlog-upload=false "${registry_flags[@]}" "$image" ||
+    "$cosign" sign --yes --key "$key" --signing-config "$signing_config" "${registry_flags[@]}" "$image" ||
       fail "cosign could not sign $image with $key"
   fi
   "$crane" tag "${crane_flags[@]}" "$image" "$version" || fail "crane could not tag $image as $version"

@@ -252,23 +252,23 @@ impl Registry {
         )
     }
 
-    /// Checks `signature` (`cosign sign-blob --output-signature`) of `file`
-    /// against `key` as a user would, with `cosign verify-blob` (offline).
+    /// Checks `bundle` (`cosign sign-blob --bundle`) of `file` against
+    /// `key` as a user would, with `cosign verify-blob` (offline).
     ///
     /// # Errors
     ///
     /// If the signature is not `key`'s over `file`.
-    pub fn verify_blob(&self, file: &Path, signature: &Path, key: &KeyPair) -> Result<()> {
+    pub fn verify_blob(&self, file: &Path, bundle: &Path, key: &KeyPair) -> Result<()> {
         let public = self.public_key_file(key)?;
-        let (file, signature) = (file.display().to_string(), signature.display().to_string());
+        let (file, bundle) = (file.display().to_string(), bundle.display().to_string());
         self.verify_offline(
             &public,
             &[
                 "verify-blob",
                 "--key",
                 &public,
-                "--signature",
-                &signature,
+                "--bundle",
+                &bundle,
                 "--insecure-ignore-tlog=true",
                 &file,
             ],
@@ -323,7 +323,7 @@ impl Registry {
     /// tries even for a key.
     fn verify_offline(&self, public: &str, args: &[&str]) -> Result<()> {
         self.run_with(
-            &self.cosign_v2,
+            &self.cosign,
             args,
             None,
             &[("SIGSTORE_REKOR_PUBLIC_KEY", public)],
