@@ -303,7 +303,7 @@ async fn create_modules(client: &Client, registry: &Registry, key: &KeyPair) -> 
             .oci(&tag)
             .verified_by(&[&key.public_pem]);
         made.push(match world {
-            World::Infrastructure => module.allowed_hosts(&["127.0.0.1"]),
+            World::Infrastructure | World::ControlPlane => module.allowed_hosts(&["127.0.0.1"]),
             World::Bootstrap | World::Platform => module,
         });
     }

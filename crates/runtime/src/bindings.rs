@@ -35,6 +35,23 @@ mod generated {
         });
     }
 
+    pub mod control_plane_world {
+        wasmtime::component::bindgen!({
+            world: "control-plane-provider",
+            path: "../../wit/provider",
+            require_store_data_send: true,
+            exports: { default: async },
+            with: {
+                "capwasm:provider/types": super::capwasm::provider::types,
+                "capwasm:provider/log": super::capwasm::provider::log,
+                "wasi:io": wasmtime_wasi::p2::bindings::io,
+                "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+                "wasi:random": wasmtime_wasi::p2::bindings::random,
+                "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            },
+        });
+    }
+
     pub mod platform_world {
         wasmtime::component::bindgen!({
             world: "platform-provider",
@@ -50,6 +67,7 @@ mod generated {
 }
 
 pub(crate) use generated::bootstrap_world::BootstrapProviderIndices;
+pub(crate) use generated::control_plane_world::ControlPlaneProviderIndices;
 pub(crate) use generated::capwasm::provider::log;
 
 /// The host interface handing a bootstrap provider the bootstrap token the
@@ -66,6 +84,7 @@ pub(crate) use generated::platform_world::PlatformProviderIndices;
 /// instance (which type-checks only that interface's functions).
 pub(crate) mod interfaces {
     pub(crate) use super::generated::bootstrap_world::exports::capwasm::provider::bootstrap::GuestIndices as Bootstrap;
+    pub(crate) use super::generated::control_plane_world::exports::capwasm::provider::control_planes::GuestIndices as ControlPlanes;
     pub(crate) use super::generated::exports::capwasm::provider::clusters::GuestIndices as Clusters;
     pub(crate) use super::generated::exports::capwasm::provider::machine_pools::GuestIndices as MachinePools;
     pub(crate) use super::generated::exports::capwasm::provider::node_shapes::GuestIndices as NodeShapes;
@@ -107,6 +126,13 @@ pub mod node_shapes {
 pub mod clusters {
     pub use super::generated::exports::capwasm::provider::clusters::{
         ClusterRequest, ClusterState, FailureDomain,
+    };
+}
+
+/// The control-planes interface's request and result types (control-plane world).
+pub mod control_planes {
+    pub use super::generated::control_plane_world::exports::capwasm::provider::control_planes::{
+        ControlPlaneRequest, ControlPlaneState,
     };
 }
 

@@ -16,7 +16,9 @@ use tracing::Instrument as _;
 use wasmtime::component::{ComponentExportIndex, Instance as ComponentInstance};
 use wasmtime::{CallHook, Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::{BootstrapProviderIndices, PlatformProviderIndices};
+use super::bindings::{
+    BootstrapProviderIndices, ControlPlaneProviderIndices, PlatformProviderIndices,
+};
 use super::fairness::{self, Fairness, Share, Tenant, Turn};
 use super::memory::{GuestMemory, MemoryBound};
 use super::metrics::{Held, Metrics};
@@ -301,6 +303,9 @@ pub(crate) async fn check_export_types(
                 // optional, and the world's own check would ask for them.
                 WorldExports::Infrastructure(x) => x.type_check(&mut *store, instance),
                 WorldExports::Platform(_) => PlatformProviderIndices::new(&pre.instance)
+                    .and_then(|i| i.load(&mut *store, instance))
+                    .map(drop),
+                WorldExports::ControlPlane(_) => ControlPlaneProviderIndices::new(&pre.instance)
                     .and_then(|i| i.load(&mut *store, instance))
                     .map(drop),
             };

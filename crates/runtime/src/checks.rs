@@ -13,6 +13,7 @@ use super::bounds::{
     MAX_PROVIDER_ID_BYTES, max_instances,
 };
 use super::clusters::ClusterState;
+use super::control_planes::ControlPlaneState;
 use super::machine_pools::PoolState;
 use super::node_shapes::NodeShape;
 use super::types::{BootstrapData, BootstrapFormat, Instance, InstanceState};
@@ -123,6 +124,64 @@ pub fn cluster_state(state: &ClusterState) -> Result<(), Violation> {
         }
     }
     Ok(())
+}
+
+/// A control plane asked for `replicas`: an endpoint as a cluster's, once
+/// initialized; counts that add up (no more ready, available or up to date
+/// than exist, no more than [`max_instances`] in a rollout); a version
+/// Kubernetes names its releases with.
+pub fn control_plane_state(state: &ControlPlaneState, replicas: u32) -> Result<(), Violation> {
+    match &state.endpoint {
+        Some(endpoint) => {
+            token(&endpoint.host, 253).map_err(|rule| violation(rule, "endpoint.host"))?;
+            if endpoint.host.is_empty() {
+                return Err(violation("an empty host", "endpoint.host"));
+            }
+            if endpoint.port == 0 {
+                return Err(violation("port 0", "endpoint.port"));
+            }
+        }
+        None if state.initialized => {
+            return Err(violation("initialized, with no endpoint", "endpoint"));
+        }
+        None => {}
+    }
+    let bound = u32::try_from(max_instances(replicas)).unwrap_or(u32::MAX);
+    if state.replicas > bound {
+        return Err(violation(
+            "more replicas than twice those asked for and ten more",
+            format!("replicas (of {replicas} asked for)"),
+        ));
+    }
+    for (count, field) in [
+        (state.ready_replicas, "readyReplicas"),
+        (state.available_replicas, "availableReplicas"),
+        (state.up_to_date_replicas, "upToDateReplicas"),
+    ] {
+        if count > state.replicas {
+            return Err(violation("more than the replicas that exist", field));
+        }
+    }
+    if let Some(version) = &state.version {
+        kubernetes_version(version).map_err(|rule| violation(rule, "version"))?;
+    }
+    Ok(())
+}
+
+/// `v<major>.<minor>.<patch>`, with an optional pre-release or build
+/// suffix, as Kubernetes names its releases.
+pub fn kubernetes_version(version: &str) -> Result<(), &'static str> {
+    const RULE: &str = "not a Kubernetes version (v<major>.<minor>.<patch>)";
+    token(version, MAX_ID_BYTES)?;
+    let core = version.strip_prefix('v').ok_or(RULE)?;
+    let core = core.split(['-', '+']).next().unwrap_or_default();
+    let parts: Vec<&str> = core.split('.').collect();
+    let numeric = |p: &&str| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit());
+    if parts.len() == 3 && parts.iter().all(numeric) {
+        Ok(())
+    } else {
+        Err(RULE)
+    }
 }
 
 /// A node shape: `cpu` and `memory` among at most
@@ -512,4 +571,53 @@ mod tests {
         };
         assert_eq!(node_shape(&many).unwrap_err().field, "capacity");
     }
+
+    fn control_plane(replicas: u32) -> ControlPlaneState {
+        ControlPlaneState {
+            endpoint: Some(crate::types::ApiEndpoint {
+                host: "127.0.0.1".into(),
+                port: 6443,
+            }),
+            initialized: true,
+            replicas,
+            ready_replicas: replicas,
+            available_replicas: replicas,
+            up_to_date_replicas: replicas,
+            version: Some("v1.36.3".into()),
+            externally_managed: true,
+            message: None,
+            requeue_after_seconds: None,
+        }
+    }
+
+    #[test]
+    fn a_control_plane_s_counts_add_up_and_its_version_is_a_release() {
+        assert_eq!(control_plane_state(&control_plane(3), 3), Ok(()));
+        let field = |state: &ControlPlaneState, asked| {
+            control_plane_state(state, asked).map_err(|v| v.field)
+        };
+        let mut state = control_plane(3);
+        state.ready_replicas = 4;
+        assert_eq!(field(&state, 3), Err("readyReplicas".into()));
+        let mut state = control_plane(3);
+        state.up_to_date_replicas = 4;
+        assert_eq!(field(&state, 3), Err("upToDateReplicas".into()));
+        // A rollout may surge, within the bound instances have.
+        assert_eq!(field(&control_plane(16), 3), Ok(()));
+        assert_eq!(field(&control_plane(17), 3), Err("replicas (of 3 asked for)".into()));
+        let mut state = control_plane(1);
+        state.endpoint = None;
+        assert_eq!(field(&state, 1), Err("endpoint".into()));
+        state.initialized = false;
+        assert_eq!(field(&state, 1), Ok(()));
+        for version in ["1.36.3", "v1.36", "v1.x.3", "v1.36.3 ", "v01234567890.1.1"] {
+            let mut state = control_plane(1);
+            state.version = Some(version.into());
+            assert_eq!(field(&state, 1), Err("version".into()), "{version:?}");
+        }
+        for version in ["v1.36.3", "v1.37.0-alpha.1", "v1.36.3+k3s1"] {
+            assert_eq!(kubernetes_version(version), Ok(()), "{version}");
+        }
+    }
+
 }

@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::bindings::{
-    bootstrap, clusters, machine_pools, node_shapes, pool_machines, types::Credential,
+    bootstrap, clusters, control_planes, machine_pools, node_shapes, pool_machines,
+    types::Credential,
 };
 use super::host::auth::Keys;
 use super::limits::Capabilities;
@@ -34,6 +35,7 @@ macro_rules! credentialed {
 credentialed!(
     bootstrap::GenerateRequest,
     clusters::ClusterRequest,
+    control_planes::ControlPlaneRequest,
     machine_pools::ReconcileRequest,
     machine_pools::DeleteRequest,
     pool_machines::RemoveRequest,

@@ -64,7 +64,9 @@ impl Runtime {
                             Err(error) => Err(error),
                         })
                     }
-                    WorldExports::Infrastructure(_) | WorldExports::Platform(_) => None,
+                    WorldExports::Infrastructure(_)
+                    | WorldExports::Platform(_)
+                    | WorldExports::ControlPlane(_) => None,
                 },
             )
             .await?;
@@ -339,7 +341,9 @@ impl Runtime {
             export,
             async |store, instance, pre| match &pre.world {
                 WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_) | WorldExports::Platform(_) => None,
+                WorldExports::Bootstrap(_)
+                | WorldExports::Platform(_)
+                | WorldExports::ControlPlane(_) => None,
             },
         )
         .await

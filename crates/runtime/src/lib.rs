@@ -21,6 +21,7 @@ mod call;
 pub mod checks;
 pub mod composed;
 mod composed_meta;
+mod control_plane;
 mod credentials;
 mod engine;
 mod error;
@@ -45,7 +46,8 @@ mod world;
 
 pub use bindings::types;
 pub use bindings::{
-    bootstrap, bootstrap_tokens, clusters, composition, machine_pools, node_shapes, pool_machines,
+    bootstrap, bootstrap_tokens, clusters, composition, control_planes, machine_pools, node_shapes,
+    pool_machines,
 };
 pub use cache::PrecompiledCache;
 pub use composed::ObjectKind;

@@ -39,7 +39,7 @@ impl Linkers {
         match world {
             // Neither may reach the network.
             World::Bootstrap | World::Platform => &self.bootstrap,
-            World::Infrastructure => &self.infrastructure,
+            World::Infrastructure | World::ControlPlane => &self.infrastructure,
         }
     }
 }

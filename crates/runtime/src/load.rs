@@ -257,7 +257,12 @@ fn world_of(engine: &Engine, component: &Component) -> Result<World, Error> {
         .exports(engine)
         .map(|(name, _)| name.to_owned())
         .collect();
-    for world in [World::Infrastructure, World::Bootstrap, World::Platform] {
+    for world in [
+        World::Infrastructure,
+        World::Bootstrap,
+        World::Platform,
+        World::ControlPlane,
+    ] {
         let Some(export) = exports.iter().find(|e| unversioned(e) == world.marker()) else {
             continue;
         };

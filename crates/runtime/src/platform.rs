@@ -102,7 +102,9 @@ impl Runtime {
             export,
             async |store, instance, pre| match &pre.world {
                 WorldExports::Platform(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_) | WorldExports::Infrastructure(_) => None,
+                WorldExports::Bootstrap(_)
+                | WorldExports::Infrastructure(_)
+                | WorldExports::ControlPlane(_) => None,
             },
         )
         .await

@@ -94,6 +94,7 @@ pub(crate) enum WorldExports {
     Bootstrap(interfaces::Bootstrap),
     Infrastructure(InfrastructureExports),
     Platform(interfaces::Composition),
+    ControlPlane(interfaces::ControlPlanes),
 }
 
 pub(crate) struct InfrastructureExports {
@@ -153,6 +154,9 @@ impl ProviderPre {
                     .transpose()?,
             }),
             World::Platform => WorldExports::Platform(interfaces::Composition::new(&instance)?),
+            World::ControlPlane => {
+                WorldExports::ControlPlane(interfaces::ControlPlanes::new(&instance)?)
+            }
         };
         Ok(Self {
             instance,

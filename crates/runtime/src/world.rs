@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The provider worlds: two of the WIT package `capwasm:provider`, one of
+/// The provider worlds: three of the WIT package `capwasm:provider`, one of
 /// `capwasm:platform`.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
@@ -16,6 +16,8 @@ pub enum World {
     Infrastructure,
     /// `platform-provider` (`capwasm:platform`): composes PlatformClusters.
     Platform,
+    /// `control-plane-provider`: serves WasmControlPlanes.
+    ControlPlane,
 }
 
 impl World {
@@ -25,6 +27,7 @@ impl World {
             Self::Bootstrap => "bootstrap-provider",
             Self::Infrastructure => "infrastructure-provider",
             Self::Platform => "platform-provider",
+            Self::ControlPlane => "control-plane-provider",
         }
     }
 
@@ -69,7 +72,7 @@ impl World {
         let http = match self {
             Self::Bootstrap => BOOTSTRAP,
             Self::Platform => &[][..],
-            Self::Infrastructure => HTTP,
+            Self::Infrastructure | Self::ControlPlane => HTTP,
         };
         EVERY_WORLD.iter().chain(http).copied()
     }
@@ -80,13 +83,14 @@ impl World {
             Self::Bootstrap => "capwasm:provider/bootstrap",
             Self::Infrastructure => "capwasm:provider/machine-pools",
             Self::Platform => "capwasm:platform/composition",
+            Self::ControlPlane => "capwasm:provider/control-planes",
         }
     }
 
     /// The WIT package (with the version this host implements) the world belongs to.
     pub fn package(self) -> &'static str {
         match self {
-            Self::Bootstrap | Self::Infrastructure => super::WIT_PACKAGE,
+            Self::Bootstrap | Self::Infrastructure | Self::ControlPlane => super::WIT_PACKAGE,
             Self::Platform => super::PLATFORM_WIT_PACKAGE,
         }
     }

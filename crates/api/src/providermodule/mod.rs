@@ -81,7 +81,7 @@ pub const FIELD_MANAGER: &str = "capwasm-providermodule";
     {"rule": "!has(self.verification) || has(self.source.oci)", "message": "verification checks signatures stored in an OCI registry: it needs source.oci"},
 ]))]
 pub struct ProviderModuleSpec {
-    /// The WIT world the component implements: `bootstrap`, `infrastructure` or `platform`.
+    /// The WIT world the component implements: `bootstrap`, `infrastructure`, `platform` or `controlPlane`.
     pub world: World,
 
     /// Where the component's bytes come from.

@@ -136,7 +136,7 @@ async fn check(
     }
     let scenarios: &'static [conformance::Scenario] = match world {
         World::Infrastructure => infrastructure::SCENARIOS,
-        World::Bootstrap | World::Platform => &[],
+        World::Bootstrap | World::Platform | World::ControlPlane => &[],
     };
     let fixtures: Vec<_> = fixtures
         .into_iter()
