@@ -968,14 +968,25 @@ async fn a_keyless_release_workflow_and_its_provenance_admit_what_they_signed() 
     assert!(message.contains(evil), "{message}");
     only_served_is_cached(&install, &v1, &[&v2]);
 
-    // v1 again, for a module naming no trust root: --trusted-root's serves.
+    served_by_the_operators_trust_root(&install, &name, &v1, (&sigstore, &root, &subject, &source))
+        .await;
+}
+
+/// v1 again, for a module naming no trust root: `--trusted-root`'s serves.
+async fn served_by_the_operators_trust_root(
+    install: &Install,
+    name: &str,
+    v1: &Pushed,
+    (sigstore, root, subject, source): (&Sigstore, &str, &str, &str),
+) {
+    let modules: Api<ProviderModule> = Api::all(install.client.clone());
     let by_default = format!("{name}-default");
     let mut module = keyless_module(
         &by_default,
         &v1.image,
         &sigstore.github_issuer(),
-        &root,
-        (&subject, &source),
+        root,
+        (subject, source),
     );
     if let Some(verification) = module.spec.verification.as_mut() {
         verification.trusted_root = None;

@@ -2,14 +2,23 @@
 //! internet: an OIDC issuer in this process that mints ID tokens for any
 //! identity, a Fulcio (ephemeral CA, no certificate-transparency log) that
 //! certifies them, and a timestamp authority (in-memory signer) that proves
-//! when a signature was made; no transparency log. Fulcio and the timestamp
-//! authority are built from their Go modules by `tests/sigstore/build.sh`,
-//! patched to listen on loopback only.
+//! when a signature was made; with [`Sigstore::start_with_log`] also a
+//! Rekor v2 transparency log (rekor-tiles' POSIX backend, its tiles in the
+//! run directory) that logs each signature. Fulcio, the timestamp authority
+//! and Rekor are built from their Go modules by `tests/sigstore/build.sh`,
+//! Fulcio and the timestamp authority patched to listen on loopback only.
 //!
 //! cosign v3 signs against it with the signing config and trust root
 //! [`Sigstore::start`] writes; a verifier trusts what it signed through
 //! [`Sigstore::trusted_root_json`]. Every server has fresh keys, so another
 //! [`Sigstore`]'s trust root is an untrusted one.
+//!
+//! Rekor v2 entries carry no integrated time (Rekor v1's, vouched for by
+//! its signed entry timestamps, did): the signing time still comes from the
+//! timestamp authority (cosign v3 refuses to log in Rekor v2 without one,
+//! and sigstore-verify to accept a Rekor v2 entry without an RFC 3161
+//! timestamp), and the log proves inclusion, with a checkpoint signed by
+//! the log's key, which the trust root lists under the log's origin.
 //!
 //! The issuer serves two issuers, each an issuer URL Fulcio knows:
 //! [`Sigstore::email_issuer`], whose certificates name an email address
@@ -63,11 +72,19 @@ const KEY_ID: &str = "capwasm-test-oidc";
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 /// When the signing config's services start being valid (any past time).
 const VALID_FROM: &str = "2020-01-01T00:00:00Z";
+/// The DER of a P-256 public key (SubjectPublicKeyInfo) up to its point:
+/// id-ecPublicKey, prime256v1, then the BIT STRING of 65 bytes.
+const P256_SPKI_PREFIX: [u8; 26] = [
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
+    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
 
 /// A running private Sigstore; everything it started stops when dropped.
 pub struct Sigstore {
     fulcio: Process,
     timestamps: Process,
+    /// Rekor v2, with [`Sigstore::start_with_log`].
+    log: Option<Process>,
     oidc: OidcIssuer,
     signing_config: PathBuf,
     trusted_root: PathBuf,
@@ -83,53 +100,80 @@ impl Sigstore {
     /// and cosign (`tests/cosign/build.sh`) the first time; starts the OIDC
     /// issuer, then the timestamp authority and Fulcio (which reads the
     /// issuers' discovery documents once, as it starts), and writes the
-    /// signing config and trust root for cosign.
+    /// signing config and trust root for cosign: no transparency log.
     pub async fn start() -> Result<Self> {
+        Self::launch(false).await
+    }
+
+    /// As [`Sigstore::start`], and a Rekor v2 transparency log besides: the
+    /// signing config names it (`api-version=2`), so cosign logs each
+    /// signature there and puts the entry, with its inclusion proof and the
+    /// log's signed checkpoint, into the bundle; the trust root lists the
+    /// log's key, so a verifier requires and checks that entry.
+    pub async fn start_with_log() -> Result<Self> {
+        Self::launch(true).await
+    }
+
+    async fn launch(with_log: bool) -> Result<Self> {
         let binaries = build_script("sigstore/build.sh")?;
         let cosign = build_script("cosign/build.sh")?.join("cosign");
         let dir = crate::rundir::create(&crate::rundir::default_root())?;
         let oidc = OidcIssuer::start()?;
         let timestamps = Service::timestamps(&binaries, dir.path()).await?;
         let fulcio = Service::fulcio(&binaries, dir.path(), &oidc).await?;
+        let log = if with_log {
+            Some(Log::start(&binaries, dir.path()).await?)
+        } else {
+            None
+        };
 
         let signing_config = dir.path().join("signing-config.json");
         let trusted_root = dir.path().join("trusted-root.json");
-        let service = |url: &str| {
-            format!("url={url},api-version=1,start-time={VALID_FROM},operator=capwasm-test")
+        let service = |url: &str, version: u8| {
+            format!("url={url},api-version={version},start-time={VALID_FROM},operator=capwasm-test")
         };
-        run_cosign(
-            &cosign,
-            dir.path(),
-            &[
-                "signing-config",
-                "create",
-                &format!("--fulcio={}", service(&fulcio.url)),
-                &format!("--tsa={}", service(&timestamps.url)),
-                "--tsa-config=ANY",
-                "--out",
-                &signing_config.display().to_string(),
-            ],
-        )?;
-        run_cosign(
-            &cosign,
-            dir.path(),
-            &[
-                "trusted-root",
-                "create",
-                &format!(
-                    "--fulcio=url={},certificate-chain={}",
-                    fulcio.url,
-                    fulcio.chain.display()
-                ),
-                &format!(
-                    "--tsa=url={},certificate-chain={}",
-                    timestamps.url,
-                    timestamps.chain.display()
-                ),
-                "--out",
-                &trusted_root.display().to_string(),
-            ],
-        )?;
+        let (fulcio_service, tsa_service) = (service(&fulcio.url, 1), service(&timestamps.url, 1));
+        let mut args = vec![
+            "signing-config".to_owned(),
+            "create".to_owned(),
+            format!("--fulcio={fulcio_service}"),
+            format!("--tsa={tsa_service}"),
+            "--tsa-config=ANY".to_owned(),
+        ];
+        if let Some(log) = &log {
+            // Rekor v2's API (`/api/v2/log/entries`); v1 would be Rekor v1's.
+            args.push(format!("--rekor={}", service(&log.url, 2)));
+            args.push("--rekor-config=ANY".to_owned());
+        }
+        args.extend(["--out".to_owned(), signing_config.display().to_string()]);
+        run_cosign(&cosign, dir.path(), &args)?;
+
+        let mut args = vec![
+            "trusted-root".to_owned(),
+            "create".to_owned(),
+            format!(
+                "--fulcio=url={},certificate-chain={}",
+                fulcio.url,
+                fulcio.chain.display()
+            ),
+            format!(
+                "--tsa=url={},certificate-chain={}",
+                timestamps.url,
+                timestamps.chain.display()
+            ),
+        ];
+        if let Some(log) = &log {
+            // With its origin, cosign gives the log the ID its checkpoints'
+            // signatures name (the signed-note key hash), as Rekor v2's.
+            args.push(format!(
+                "--rekor=url={},public-key={},start-time={VALID_FROM},origin={}",
+                log.url,
+                log.public_key.display(),
+                log.origin
+            ));
+        }
+        args.extend(["--out".to_owned(), trusted_root.display().to_string()]);
+        run_cosign(&cosign, dir.path(), &args)?;
         let trusted_root_json =
             std::fs::read_to_string(&trusted_root).map_err(|source| Error::Io {
                 path: trusted_root.clone(),
@@ -138,6 +182,7 @@ impl Sigstore {
         Ok(Self {
             fulcio: fulcio.process,
             timestamps: timestamps.process,
+            log: log.map(|log| log.process),
             oidc,
             signing_config,
             trusted_root,
@@ -148,7 +193,8 @@ impl Sigstore {
     }
 
     /// The trust root (`trusted_root.json`): this Fulcio's CA and this
-    /// timestamp authority's chain, no logs.
+    /// timestamp authority's chain; this Rekor's key if it has one
+    /// ([`Sigstore::start_with_log`]), no other log.
     pub fn trusted_root_json(&self) -> String {
         self.trusted_root_json.clone()
     }
@@ -159,7 +205,7 @@ impl Sigstore {
     }
 
     /// The signing config for cosign's `--signing-config`: this Fulcio and
-    /// this timestamp authority, no transparency log.
+    /// this timestamp authority, and this Rekor if it has one.
     pub fn signing_config(&self) -> &Path {
         &self.signing_config
     }
@@ -306,7 +352,8 @@ impl Sigstore {
     /// Checks `image`'s keyless signature as a user would, with `cosign
     /// verify` against this trust root: signed by `subject` from `issuer`,
     /// its time from the timestamp authority (the certificate lives ten
-    /// minutes), no transparency or certificate-transparency log.
+    /// minutes), its entry in this Rekor if it has one, no
+    /// certificate-transparency log.
     ///
     /// # Errors
     ///
@@ -320,6 +367,11 @@ impl Sigstore {
     ) -> Result<()> {
         let root = self.trusted_root.display().to_string();
         let tuf = self.dir.path().join("tuf").display().to_string();
+        let ignore_tlog = if self.log.is_some() {
+            "--insecure-ignore-tlog=false"
+        } else {
+            "--insecure-ignore-tlog=true"
+        };
         registry
             .cosign_v3(
                 &[
@@ -327,7 +379,7 @@ impl Sigstore {
                     "--trusted-root",
                     &root,
                     "--use-signed-timestamps",
-                    "--insecure-ignore-tlog=true",
+                    ignore_tlog,
                     "--insecure-ignore-sct=true",
                     "--certificate-identity",
                     subject,
@@ -383,9 +435,13 @@ impl Sigstore {
 }
 
 impl Drop for Sigstore {
-    /// Fulcio and the timestamp authority stop before the OIDC issuer
-    /// (a field, dropped after) and the run directory.
+    /// Rekor, Fulcio and the timestamp authority stop before the OIDC
+    /// issuer (a field, dropped after) and the run directory (which holds
+    /// Rekor's tiles).
     fn drop(&mut self) {
+        if let Some(log) = &mut self.log {
+            log.stop();
+        }
         self.fulcio.stop();
         self.timestamps.stop();
     }
@@ -497,6 +553,104 @@ impl Service {
     }
 }
 
+/// Rekor v2, answering: rekor-tiles' POSIX server, its tiles and
+/// checkpoints in the run directory, signing checkpoints with a P-256 key
+/// made here.
+struct Log {
+    process: Process,
+    /// What cosign's signing config and trust root name.
+    url: String,
+    /// Its public key, PEM, written to the run directory.
+    public_key: PathBuf,
+    /// The origin of its checkpoints (`--hostname`): the host of
+    /// [`Log::url`], without the port, as sigstore-go expects it.
+    origin: String,
+}
+
+impl Log {
+    async fn start(binaries: &Path, dir: &Path) -> Result<Self> {
+        let rng = SystemRandom::new();
+        let failed = |what: &str| Error::Tool(format!("the test Rekor's key: {what}"));
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .map_err(|_| failed("generating it"))?;
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .map_err(|_| failed("reading it"))?;
+        let mut spki = P256_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(key.public_key().as_ref());
+        let private_key =
+            crate::rundir::write(dir, "rekor-key.pem", &pem("PRIVATE KEY", pkcs8.as_ref()))?;
+        let public_key = crate::rundir::write(dir, "rekor-key.pub", &pem("PUBLIC KEY", &spki))?;
+        let storage = dir.join("rekor-tiles");
+        std::fs::create_dir_all(&storage).map_err(|source| Error::Io {
+            path: storage.clone(),
+            source,
+        })?;
+
+        let authority = format!("127.0.0.1:{}", free_port()?);
+        let (host, port) = split(&authority);
+        let grpc_port = free_port()?.to_string();
+        let args = [
+            "serve",
+            // The checkpoints' origin, which the trust root names too:
+            // the URL's host, where cosign (sigstore-go) looks for it.
+            "--hostname",
+            host,
+            "--storage-dir",
+            &storage.display().to_string(),
+            "--signer-filepath",
+            &private_key.display().to_string(),
+            "--http-address",
+            host,
+            "--http-port",
+            port,
+            // The HTTP API is a gateway to this gRPC server (port 0 is
+            // refused for both).
+            "--grpc-address",
+            host,
+            "--grpc-port",
+            &grpc_port,
+            // Metrics on --http-address, a port of their own choosing.
+            "--http-metrics-port",
+            "0",
+            // An entry is answered once a checkpoint covers it: publish
+            // often (upstream: every 10 s, batches after 250 ms).
+            "--checkpoint-interval",
+            "200ms",
+            "--batch-max-age",
+            "50ms",
+        ]
+        .map(str::to_owned);
+        let mut process = Process::spawn_exiting_with_stdin(
+            "rekor",
+            &binaries.join("rekor-server"),
+            &args,
+            &[],
+            dir.join("rekor.log"),
+        )?;
+        wait_for(&mut process, &authority, "/healthz").await?;
+        Ok(Self {
+            process,
+            url: format!("http://{authority}"),
+            public_key,
+            origin: host.to_owned(),
+        })
+    }
+}
+
+/// `der` as PEM, labelled `label`.
+fn pem(label: &str, der: &[u8]) -> String {
+    let base64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<String> = base64
+        .as_bytes()
+        .chunks(64)
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
+
 /// `host:port` as (host, port).
 fn split(authority: &str) -> (&str, &str) {
     authority.rsplit_once(':').unwrap_or((authority, ""))
@@ -521,9 +675,10 @@ async fn wait_for(process: &mut Process, authority: &str, path: &str) -> Result<
 }
 
 /// cosign with `args`, HOME and TUF_ROOT in `dir`; what it printed.
-fn run_cosign(cosign: &Path, dir: &Path, args: &[&str]) -> Result<String> {
+fn run_cosign(cosign: &Path, dir: &Path, args: &[impl AsRef<str>]) -> Result<String> {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
     let output = Command::new(cosign)
-        .args(args)
+        .args(&args)
         .env("HOME", dir)
         .env("TUF_ROOT", dir.join("tuf"))
         .stdin(std::process::Stdio::null())
