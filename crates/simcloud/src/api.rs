@@ -1,5 +1,5 @@
-//! The HTTP API's JSON shapes, exactly as the sim-infrastructure guest
-//! sends and reads them.
+//! The HTTP API's JSON shapes, exactly as the sim-infrastructure and
+//! sim-control-plane guests send and read them.
 
 use std::collections::BTreeMap;
 
@@ -105,6 +105,55 @@ pub struct InstanceList {
     pub instances: Vec<Instance>,
 }
 
+/// Body of `PUT /v1/control-planes/{name}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PutControlPlane {
+    /// The Kubernetes version to run, `vX.Y.Z` (a pre-release or build
+    /// suffix allowed, as Kubernetes versions have). Never a lower minor
+    /// than a replica runs.
+    pub version: String,
+    /// How many replicas to run, 1 to 9.
+    pub replicas: u32,
+    /// Names the object the control plane is for: the first PUT records
+    /// it, and a PUT with another key for the same name is refused (409),
+    /// so that two objects never share one control plane.
+    pub idempotency_key: String,
+}
+
+/// A hosted control plane as the API reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlane {
+    /// Its name, as in the path.
+    pub name: String,
+    /// The version asked for.
+    pub version: String,
+    /// Replicas that exist, whatever their state.
+    pub replicas: u32,
+    /// Replicas whose components run.
+    pub ready_replicas: u32,
+    /// Replicas serving the API.
+    pub available_replicas: u32,
+    /// Replicas at the version asked for.
+    pub up_to_date_replicas: u32,
+    /// A replica has run once: the cluster can be joined. Stays true.
+    pub initialized: bool,
+    /// The oldest version among the replicas, once initialized.
+    pub oldest_version: Option<String>,
+    /// Where its API server answers.
+    pub endpoint: Option<ControlPlaneEndpoint>,
+}
+
+/// Where a control plane's API server answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlPlaneEndpoint {
+    /// An IP address: `127.0.0.1`, the API servers are local.
+    pub host: String,
+    /// The loopback port the control plane holds from its creation on.
+    pub port: u16,
+}
+
 /// Body of every error response.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -153,6 +202,49 @@ mod tests {
         assert_eq!(create.node_labels["tier"], "web");
         assert_eq!(create.instance_type.as_deref(), Some("small"));
         assert_eq!(create.kubernetes_version.as_deref(), Some("v1.31.2"));
+    }
+
+    #[test]
+    fn control_plane_encodes_the_shape_the_guest_decodes() {
+        let plane = ControlPlane {
+            name: "ns/cp".into(),
+            version: "v1.36.3".into(),
+            replicas: 3,
+            ready_replicas: 2,
+            available_replicas: 2,
+            up_to_date_replicas: 1,
+            initialized: true,
+            oldest_version: Some("v1.35.0".into()),
+            endpoint: Some(ControlPlaneEndpoint {
+                host: "127.0.0.1".into(),
+                port: 40123,
+            }),
+        };
+        assert_eq!(
+            serde_json::to_value(&plane).expect("encodes"),
+            serde_json::json!({
+                "name": "ns/cp", "version": "v1.36.3", "replicas": 3, "readyReplicas": 2,
+                "availableReplicas": 2, "upToDateReplicas": 1, "initialized": true,
+                "oldestVersion": "v1.35.0", "endpoint": {"host": "127.0.0.1", "port": 40123},
+            })
+        );
+    }
+
+    #[test]
+    fn put_control_plane_decodes_the_body_the_guest_sends_and_refuses_unknown_fields() {
+        let body =
+            serde_json::json!({"version": "v1.36.3", "replicas": 1, "idempotencyKey": "uid-1"});
+        let put: PutControlPlane = serde_json::from_value(body).expect("decodes");
+        assert_eq!(
+            (
+                put.version.as_str(),
+                put.replicas,
+                put.idempotency_key.as_str()
+            ),
+            ("v1.36.3", 1, "uid-1")
+        );
+        let extra = serde_json::json!({"version": "v1.36.3", "replicas": 1, "idempotencyKey": "k", "etcd": {}});
+        assert!(serde_json::from_value::<PutControlPlane>(extra).is_err());
     }
 
     #[test]

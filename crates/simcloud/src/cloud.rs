@@ -1,5 +1,6 @@
-//! The cloud itself: settings, the inventory behind a lock, the timers that
-//! move instances through their states, and what tests may inspect.
+//! The cloud itself: settings, the inventory and the control planes behind
+//! locks, the timers that move instances and replicas through their states,
+//! and what tests may inspect.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -7,7 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::api::{CreateInstance, Instance, InstanceState};
+use super::api::{ControlPlane, CreateInstance, Instance, InstanceState, PutControlPlane};
+use super::control_planes::{ControlPlaneRefusal, ControlPlanes, HeldPort, Rolled};
 use super::faults::{Faults, Injected, Injector};
 use super::inventory::{Bounds, Created, InstanceRecord, Inventory, Refusal, Terminated};
 
@@ -15,7 +17,8 @@ use super::inventory::{Bounds, Created, InstanceRecord, Inventory, Refusal, Term
 #[derive(Clone)]
 pub struct Settings {
     /// How long an instance stays `pending` before it is `running` (or
-    /// `failed`). Zero: created already booted.
+    /// `failed`), and a control plane's replica starting before it runs.
+    /// Zero: created already booted.
     pub boot_delay: Duration,
     /// How long an instance stays `terminating` before it is gone and its
     /// request token is free again. Zero: gone as soon as it is deleted.
@@ -23,6 +26,9 @@ pub struct Settings {
     /// Instances (terminating ones included) the cloud holds at most; a
     /// create beyond it is answered 429.
     pub max_instances: usize,
+    /// Control planes the cloud holds at most (each holds a loopback
+    /// port); a create beyond it is answered 429.
+    pub max_control_planes: usize,
     /// Largest request body accepted; a larger one is answered 413.
     pub max_body_bytes: usize,
     /// Largest decoded bootstrap data accepted; larger is answered 400.
@@ -35,13 +41,14 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// Short delays, 1000 instances, 1 MiB bodies, 256 KiB bootstrap data,
-    /// no authentication and no Nodes.
+    /// Short delays, 1000 instances, 64 control planes, 1 MiB bodies,
+    /// 256 KiB bootstrap data, no authentication and no Nodes.
     fn default() -> Self {
         Self {
             boot_delay: Duration::from_millis(200),
             termination_delay: Duration::from_millis(200),
             max_instances: 1000,
+            max_control_planes: 64,
             max_body_bytes: 1 << 20,
             max_bootstrap_bytes: 256 << 10,
             bearer_token: None,
@@ -57,6 +64,7 @@ impl fmt::Debug for Settings {
             .field("boot_delay", &self.boot_delay)
             .field("termination_delay", &self.termination_delay)
             .field("max_instances", &self.max_instances)
+            .field("max_control_planes", &self.max_control_planes)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_bootstrap_bytes", &self.max_bootstrap_bytes)
             .field(
@@ -80,6 +88,7 @@ pub struct SimCloud {
 struct Shared {
     settings: Settings,
     inventory: Mutex<Inventory>,
+    control_planes: Mutex<ControlPlanes>,
     /// Bumped after every change, for [`SimCloud::wait_for`] and the Node registrar.
     changes: watch::Sender<u64>,
     /// The faults asked for.
@@ -94,10 +103,13 @@ impl SimCloud {
             max_bootstrap_bytes: settings.max_bootstrap_bytes,
         };
         let inventory = Inventory::new(bounds, random_salt());
+        let control_planes =
+            ControlPlanes::new(settings.max_control_planes, settings.boot_delay.is_zero());
         Self {
             shared: Arc::new(Shared {
                 settings,
                 inventory: Mutex::new(inventory),
+                control_planes: Mutex::new(control_planes),
                 changes: watch::Sender::new(0),
                 injector: Injector::default(),
             }),
@@ -210,7 +222,8 @@ impl SimCloud {
         }
         self.shared.changed();
         if !boot_delay.is_zero() {
-            self.after(boot_delay, instance.id.clone(), Inventory::boot);
+            let id = instance.id.clone();
+            self.after(boot_delay, move |shared| shared.inventory().boot(&id));
         }
         Ok(Created::New(instance))
     }
@@ -238,18 +251,102 @@ impl SimCloud {
         if delay.is_zero() {
             self.shared.inventory().remove(id);
         } else {
-            self.after(delay, id.to_owned(), Inventory::remove);
+            let id = id.to_owned();
+            self.after(delay, move |shared| shared.inventory().remove(&id));
         }
         self.shared.changed();
         Some(instance)
     }
 
-    /// Applies `step` to instance `id` after `delay`, unless the cloud is gone by then.
-    fn after(&self, delay: Duration, id: String, step: fn(&mut Inventory, &str) -> bool) {
+    /// The control plane `name`, as it is (no step of its roll).
+    pub fn control_plane(&self, name: &str) -> Option<ControlPlane> {
+        self.shared.control_planes().state(name)
+    }
+
+    /// Every control plane, by name.
+    pub fn control_planes(&self) -> Vec<ControlPlane> {
+        self.shared.control_planes().states()
+    }
+
+    /// `PUT /v1/control-planes/{name}`: a step of its roll, then creates it
+    /// or brings it to what `request` asks; its state after.
+    pub(crate) fn put_control_plane(
+        &self,
+        name: &str,
+        request: PutControlPlane,
+    ) -> Result<ControlPlane, ControlPlaneRefusal> {
+        let (version, replicas) = (request.version.clone(), request.replicas);
+        let (rolled, put) = {
+            let mut planes = self.shared.control_planes();
+            let rolled = planes.step(name);
+            (rolled, planes.put(name, request, HeldPort::loopback))
+        };
+        // A refused PUT leaves the step it came with standing.
+        self.rolled(name, rolled);
+        let put = put?;
+        if put.changed {
+            let message = if put.created {
+                "created control plane"
+            } else {
+                "updated control plane"
+            };
+            tracing::info!(control_plane = name, version, replicas, "{message}");
+            self.shared.changed();
+        }
+        self.boot_later(name, put.to_boot);
+        Ok(put.state)
+    }
+
+    /// `GET /v1/control-planes/{name}`: a step of its roll, then its state.
+    pub(crate) fn get_control_plane(&self, name: &str) -> Option<ControlPlane> {
+        let (rolled, state) = {
+            let mut planes = self.shared.control_planes();
+            let rolled = planes.step(name);
+            (rolled, planes.state(name))
+        };
+        self.rolled(name, rolled);
+        state
+    }
+
+    /// `DELETE /v1/control-planes/{name}`: removes it at once, freeing its
+    /// port; its last state, or `None` if there is none.
+    pub(crate) fn delete_control_plane(&self, name: &str) -> Option<ControlPlane> {
+        let removed = self.shared.control_planes().remove(name)?;
+        tracing::info!(control_plane = name, "deleted control plane");
+        self.shared.changed();
+        Some(removed)
+    }
+
+    /// Follows up on a step of a roll, if it replaced a replica.
+    fn rolled(&self, name: &str, rolled: Option<Rolled>) {
+        let Some(rolled) = rolled else {
+            return;
+        };
+        tracing::info!(
+            control_plane = name,
+            from = rolled.from,
+            "replacing a replica not at the asked version"
+        );
+        self.boot_later(name, rolled.to_boot);
+        self.shared.changed();
+    }
+
+    /// Boots replicas `seqs` of control plane `name` after the boot delay.
+    fn boot_later(&self, name: &str, seqs: impl IntoIterator<Item = u64>) {
+        for seq in seqs {
+            let name = name.to_owned();
+            self.after(self.settings().boot_delay, move |shared| {
+                shared.control_planes().boot(&name, seq)
+            });
+        }
+    }
+
+    /// Applies `step` after `delay`, unless the cloud is gone by then.
+    fn after(&self, delay: Duration, step: impl FnOnce(&Shared) -> bool + Send + 'static) {
         let shared: Weak<Shared> = Arc::downgrade(&self.shared);
         let apply = move || {
             if let Some(shared) = shared.upgrade()
-                && step(&mut shared.inventory(), &id)
+                && step(&shared)
             {
                 shared.changed();
             }
@@ -273,6 +370,13 @@ impl Shared {
     /// behind test timeouts.
     fn inventory(&self) -> MutexGuard<'_, Inventory> {
         self.inventory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The control planes; a poisoned lock is taken over, as the inventory's.
+    fn control_planes(&self) -> MutexGuard<'_, ControlPlanes> {
+        self.control_planes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }

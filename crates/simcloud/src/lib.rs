@@ -1,6 +1,7 @@
-//! A simulated cloud: the HTTP API the sim-infrastructure provider calls,
-//! with instances that boot, fail to join or terminate on timers, and
-//! optionally a Ready Node per running instance in a workload cluster.
+//! A simulated cloud: the HTTP API the sim-infrastructure and
+//! sim-control-plane providers call, with instances that boot, fail to join
+//! or terminate on timers, hosted control planes, and optionally a Ready
+//! Node per running instance in a workload cluster.
 //!
 //! It backs the runtime and controller tests, the demo and `capwasm
 //! sim-cloud`, so it behaves like a small real cloud rather than a mock:
@@ -10,6 +11,9 @@
 //! GET    /v1/regions/{region}/instances?pool=P   200 {"instances": [...]}, oldest first
 //! DELETE /v1/regions/{region}/instances/{id}     202 terminating, 404 unknown
 //! GET    /v1/instance-types/{name}               200 capacity, architecture; 404 unknown
+//! PUT    /v1/control-planes/{name}               200 created or updated, with its state
+//! GET    /v1/control-planes/{name}               200 its state, 404 unknown
+//! DELETE /v1/control-planes/{name}               202 deleting (gone at once), 404 unknown
 //! ```
 //!
 //! - Instances are `pending` for [`Settings::boot_delay`], then `running`,
@@ -24,6 +28,16 @@
 //! - Everything is bounded: request bodies ([`Settings::max_body_bytes`],
 //!   413), bootstrap data (400), and instances ([`Settings::max_instances`],
 //!   429 with Retry-After, so providers retry).
+//! - A control plane ([`PutControlPlane`], [`ControlPlane`]) is named
+//!   `<namespace>/<name>` (one path segment, the `/` encoded) or `<name>`,
+//!   and holds a loopback port for its API server from its creation on
+//!   (for now a record only: nothing listens there). Its replicas start
+//!   like instances boot. A new version leaves them out of date; every GET
+//!   or PUT then replaces the oldest one, once none is starting. A version
+//!   that is not `vX.Y.Z` or zero replicas get 400, a lower minor than a
+//!   replica runs 409 `VersionDowngrade`, another idempotency key for the
+//!   same name 409 `ControlPlaneNameInUse`, and more than
+//!   [`Settings::max_control_planes`] 429.
 //! - With [`Settings::bearer_token`], requests without it get 401.
 //! - [`SimCloud::set_faults`] makes a share of requests fail: 503, an answer
 //!   held past any timeout, or one cut off (the last two after handling).
@@ -36,6 +50,7 @@
 mod api;
 mod bootstrap;
 mod cloud;
+mod control_planes;
 mod error;
 mod faults;
 pub mod instance_types;
@@ -45,8 +60,8 @@ mod pods;
 mod server;
 
 pub use api::{
-    Address, AddressType, BootstrapFormat, CreateInstance, ErrorBody, Instance, InstanceList,
-    InstanceState,
+    Address, AddressType, BootstrapFormat, ControlPlane, ControlPlaneEndpoint, CreateInstance,
+    ErrorBody, Instance, InstanceList, InstanceState, PutControlPlane,
 };
 pub use bootstrap::JoinFailure;
 pub use cloud::{Settings, SimCloud};

@@ -9,15 +9,18 @@ use axum::extract::{DefaultBodyLimit, Json, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use http_body_util::LengthLimitError;
 use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::api::{CreateInstance, ErrorBody, Instance, InstanceList};
+use super::api::{
+    ControlPlane, CreateInstance, ErrorBody, Instance, InstanceList, PutControlPlane,
+};
 use super::cloud::SimCloud;
+use super::control_planes::ControlPlaneRefusal;
 use super::error::Error;
 use super::faults::{Fault, HANG};
 use super::instance_types::{self, InstanceType};
@@ -93,6 +96,12 @@ impl SimCloud {
                 delete(delete_instance),
             )
             .route("/v1/instance-types/{name}", get(describe_instance_type))
+            .route(
+                "/v1/control-planes/{name}",
+                put(put_control_plane)
+                    .get(get_control_plane)
+                    .delete(delete_control_plane),
+            )
             .fallback(|| async {
                 ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such API".into())
             })
@@ -240,6 +249,38 @@ impl From<Refusal> for ApiError {
     }
 }
 
+impl From<ControlPlaneRefusal> for ApiError {
+    fn from(refusal: ControlPlaneRefusal) -> Self {
+        let message = error_chain(&refusal);
+        match refusal {
+            ControlPlaneRefusal::InvalidParameter { .. } => {
+                Self::new(StatusCode::BAD_REQUEST, "InvalidParameter", message)
+            }
+            ControlPlaneRefusal::Downgrade { .. } => {
+                Self::new(StatusCode::CONFLICT, "VersionDowngrade", message)
+            }
+            ControlPlaneRefusal::NameInUse { .. } => {
+                Self::new(StatusCode::CONFLICT, "ControlPlaneNameInUse", message)
+            }
+            // Retryable as a full region is: deleted control planes free room.
+            ControlPlaneRefusal::Limit { .. } => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "ControlPlaneLimitExceeded",
+                message,
+            )
+            .with_header(
+                header::RETRY_AFTER,
+                HeaderValue::from(FULL_RETRY_AFTER_SECONDS),
+            ),
+            ControlPlaneRefusal::NoPort(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "InsufficientCapacity",
+                message,
+            ),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
@@ -379,6 +420,46 @@ async fn delete_instance(
                 format!("region {region} has no instance {id}"),
             )
         })
+}
+
+async fn put_control_plane(
+    State(cloud): State<SimCloud>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Json<PutControlPlane>, JsonRejection>,
+) -> Result<Json<ControlPlane>, ApiError> {
+    let Path(name) = name?;
+    let Json(body) = body?;
+    Ok(Json(cloud.put_control_plane(&name, body)?))
+}
+
+async fn get_control_plane(
+    State(cloud): State<SimCloud>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ControlPlane>, ApiError> {
+    let Path(name) = name?;
+    cloud
+        .get_control_plane(&name)
+        .map(Json)
+        .ok_or_else(|| no_control_plane(&name))
+}
+
+async fn delete_control_plane(
+    State(cloud): State<SimCloud>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<(StatusCode, Json<ControlPlane>), ApiError> {
+    let Path(name) = name?;
+    cloud
+        .delete_control_plane(&name)
+        .map(|plane| (StatusCode::ACCEPTED, Json(plane)))
+        .ok_or_else(|| no_control_plane(&name))
+}
+
+fn no_control_plane(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "ControlPlaneNotFound",
+        format!("there is no control plane {name}"),
+    )
 }
 
 /// The middleware: each request as the faults set say.
@@ -640,6 +721,169 @@ mod tests {
             cloud.instance(id).and_then(|r| r.join_failure),
             Some(JoinFailure::Empty)
         );
+    }
+
+    const CONTROL_PLANE: &str = "/v1/control-planes/ns%2Fcp";
+
+    fn control_plane_body(version: &str, replicas: u32) -> serde_json::Value {
+        serde_json::json!({"version": version, "replicas": replicas, "idempotencyKey": "uid-1"})
+    }
+
+    #[tokio::test]
+    async fn put_creates_a_control_plane_that_get_reports_and_delete_removes() {
+        let (cloud, router) = router(instant());
+        let body = control_plane_body("v1.36.3", 3);
+        let (status, _, created) = call(&router, "PUT", CONTROL_PLANE, Some(&body), None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(created["name"], "ns/cp", "the path's name, decoded");
+        assert_eq!(created["version"], "v1.36.3");
+        assert_eq!(created["readyReplicas"], 3, "no boot delay");
+        assert_eq!(created["upToDateReplicas"], 3);
+        assert_eq!(created["initialized"], true);
+        assert_eq!(created["endpoint"]["host"], "127.0.0.1");
+        let port = created["endpoint"]["port"].as_u64().expect("a port");
+        assert!(cloud.control_plane("ns/cp").is_some());
+
+        let (status, _, again) = call(&router, "PUT", CONTROL_PLANE, Some(&body), None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(again["endpoint"]["port"], port, "the port is kept");
+        let (status, _, got) = call(&router, "GET", CONTROL_PLANE, None, None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(got, again);
+
+        let (status, _, deleted) = call(&router, "DELETE", CONTROL_PLANE, None, None).await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        assert_eq!(deleted["name"], "ns/cp");
+        for method in ["GET", "DELETE"] {
+            let (status, _, missing) = call(&router, method, CONTROL_PLANE, None, None).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method}");
+            assert_eq!(missing["code"], "ControlPlaneNotFound");
+        }
+        assert!(cloud.control_planes().is_empty());
+    }
+
+    #[tokio::test]
+    async fn control_plane_replicas_come_up_after_the_boot_delay() {
+        let (cloud, router) = router(Settings {
+            boot_delay: Duration::from_millis(20),
+            ..instant()
+        });
+        let body = control_plane_body("v1.36.3", 2);
+        let (_, _, created) = call(&router, "PUT", CONTROL_PLANE, Some(&body), None).await;
+        assert_eq!(created["replicas"], 2);
+        assert_eq!(created["readyReplicas"], 0);
+        assert_eq!(created["initialized"], false);
+        assert_eq!(created["oldestVersion"], serde_json::Value::Null);
+        let mut changes = cloud.subscribe();
+        let ready = async {
+            while cloud
+                .control_plane("ns/cp")
+                .is_none_or(|plane| plane.ready_replicas < 2)
+            {
+                changes.changed().await.expect("the cloud lives");
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), ready)
+            .await
+            .expect("ready in time");
+        let (_, _, got) = call(&router, "GET", CONTROL_PLANE, None, None).await;
+        assert_eq!(got["availableReplicas"], 2);
+        assert_eq!(got["initialized"], true);
+        assert_eq!(got["oldestVersion"], "v1.36.3");
+    }
+
+    #[tokio::test]
+    async fn a_new_version_rolls_one_replica_per_get_or_put() {
+        let (_, router) = router(instant());
+        let old = control_plane_body("v1.35.2", 3);
+        call(&router, "PUT", CONTROL_PLANE, Some(&old), None).await;
+        let new = control_plane_body("v1.36.0", 3);
+        let (_, _, changed) = call(&router, "PUT", CONTROL_PLANE, Some(&new), None).await;
+        assert_eq!(changed["version"], "v1.36.0");
+        assert_eq!(changed["upToDateReplicas"], 0);
+        assert_eq!(changed["oldestVersion"], "v1.35.2");
+        let (_, _, one) = call(&router, "GET", CONTROL_PLANE, None, None).await;
+        assert_eq!(one["upToDateReplicas"], 1);
+        let (_, _, two) = call(&router, "PUT", CONTROL_PLANE, Some(&new), None).await;
+        assert_eq!(two["upToDateReplicas"], 2);
+        let (_, _, three) = call(&router, "GET", CONTROL_PLANE, None, None).await;
+        assert_eq!(three["upToDateReplicas"], 3);
+        assert_eq!(three["readyReplicas"], 3);
+        assert_eq!(three["oldestVersion"], "v1.36.0");
+    }
+
+    #[tokio::test]
+    async fn put_control_plane_is_refused_with_a_json_error() {
+        let (cloud, router) = router(Settings {
+            max_control_planes: 1,
+            ..instant()
+        });
+        let mut no_key = control_plane_body("v1.36.3", 1);
+        no_key
+            .as_object_mut()
+            .map(|body| body.remove("idempotencyKey"));
+        for (body, status, code) in [
+            (
+                control_plane_body("1.36.3", 1),
+                StatusCode::BAD_REQUEST,
+                "InvalidParameter",
+            ),
+            (
+                control_plane_body("v1.36", 1),
+                StatusCode::BAD_REQUEST,
+                "InvalidParameter",
+            ),
+            (
+                control_plane_body("v1.36.3", 0),
+                StatusCode::BAD_REQUEST,
+                "InvalidParameter",
+            ),
+            (no_key, StatusCode::UNPROCESSABLE_ENTITY, "InvalidRequest"),
+        ] {
+            let (got, _, error) = call(&router, "PUT", CONTROL_PLANE, Some(&body), None).await;
+            assert_eq!(
+                (got, error["code"].as_str()),
+                (status, Some(code)),
+                "{body}"
+            );
+            assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+        }
+        assert!(cloud.control_planes().is_empty());
+
+        call(
+            &router,
+            "PUT",
+            CONTROL_PLANE,
+            Some(&control_plane_body("v1.36.3", 1)),
+            None,
+        )
+        .await;
+        let older = control_plane_body("v1.35.9", 1);
+        let (status, _, error) = call(&router, "PUT", CONTROL_PLANE, Some(&older), None).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(error["code"], "VersionDowngrade");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("downgrade"))
+        );
+        let mut other_key = control_plane_body("v1.36.3", 1);
+        other_key["idempotencyKey"] = "uid-2".into();
+        let (status, _, error) = call(&router, "PUT", CONTROL_PLANE, Some(&other_key), None).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert_eq!(error["code"], "ControlPlaneNameInUse");
+        let second = control_plane_body("v1.36.3", 1);
+        let (status, headers, error) = call(
+            &router,
+            "PUT",
+            "/v1/control-planes/ns%2Fother",
+            Some(&second),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(headers.contains_key(header::RETRY_AFTER));
+        assert_eq!(error["code"], "ControlPlaneLimitExceeded");
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! Write capwasm cluster providers (Cluster API bootstrap and infrastructure
-//! providers) as WebAssembly components.
+//! Write capwasm cluster providers (Cluster API bootstrap, infrastructure
+//! and control-plane providers) as WebAssembly components.
 //!
 //! A provider is a `cdylib` crate built for `wasm32-wasip2`. It implements
-//! [`bootstrap::BootstrapProvider`] or
-//! [`infrastructure::InfrastructureProvider`] on a unit struct and exports
-//! it with one macro:
+//! [`bootstrap::BootstrapProvider`],
+//! [`infrastructure::InfrastructureProvider`] or
+//! [`control_plane::ControlPlaneProvider`] on a unit struct and exports it
+//! with one macro ([`export_bootstrap_provider!`],
+//! [`export_infrastructure_provider!`], [`export_control_plane_provider!`]):
 //!
 //! ```ignore
 //! #![no_std]
@@ -34,7 +36,7 @@
 //! a provider keeps no state between calls: what must persist goes back to
 //! the host in the call's result. Helpers: [`config::parse`] for
 //! `spec.config`, [`log`] for structured logs, [`http`] for outgoing HTTP
-//! (infrastructure providers only).
+//! (infrastructure and control-plane providers only).
 //!
 //! Because instances never outlive a call, the SDK installs a bump arena
 //! (64 KiB, then dlmalloc) as the global allocator of wasm builds; disable
@@ -64,6 +66,7 @@ pub mod bindings;
 mod arena;
 pub mod bootstrap;
 pub mod config;
+pub mod control_plane;
 pub mod http;
 pub mod infrastructure;
 pub mod log;

@@ -1,8 +1,9 @@
 //! A small blocking HTTP client over `wasi:http/outgoing-handler`.
 //!
-//! Only infrastructure providers may use it: the bootstrap world does not
-//! import `wasi:http`, so a bootstrap component that sends a request fails
-//! to load. The host lets requests through only to the hosts the
+//! Only infrastructure and control-plane providers may use it (their worlds
+//! share the one set of `wasi:http` bindings it calls): the bootstrap world
+//! does not import `wasi:http`, so a bootstrap component that sends a
+//! request fails to load. The host lets requests through only to the hosts the
 //! ProviderModule allows; any other request fails with an [`HttpError`] of
 //! kind [`HttpErrorKind::Denied`].
 
