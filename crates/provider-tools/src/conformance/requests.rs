@@ -3,6 +3,7 @@
 
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
+use crate::wasm::control_planes::ControlPlaneRequest;
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::node_shapes::DescribeRequest;
 use crate::wasm::pool_machines::RemoveRequest;
@@ -57,6 +58,21 @@ pub fn reconcile_pool(config: &str, replicas: u32) -> ReconcileRequest {
             value: b"#cloud-config\n".to_vec(),
         }),
         instances: Vec::new(),
+        credentials: Vec::new(),
+    }
+}
+
+/// `control-planes.reconcile` (or `delete`) of control plane `cp-a` at
+/// `version` with `replicas` and `config`.
+pub fn control_plane(config: &str, version: &str, replicas: u32) -> ControlPlaneRequest {
+    let control_plane = object("cp-a");
+    ControlPlaneRequest {
+        idempotency_key: control_plane.uid.clone(),
+        control_plane,
+        cluster: cluster(),
+        version: version.into(),
+        replicas,
+        config: config.into(),
         credentials: Vec::new(),
     }
 }
