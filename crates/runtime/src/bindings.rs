@@ -67,8 +67,8 @@ mod generated {
 }
 
 pub(crate) use generated::bootstrap_world::BootstrapProviderIndices;
-pub(crate) use generated::control_plane_world::ControlPlaneProviderIndices;
 pub(crate) use generated::capwasm::provider::log;
+pub(crate) use generated::control_plane_world::ControlPlaneProviderIndices;
 
 /// The host interface handing a bootstrap provider the bootstrap token the
 /// host made for the call (0.1.1 on).

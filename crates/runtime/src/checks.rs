@@ -604,7 +604,10 @@ mod tests {
         assert_eq!(field(&state, 3), Err("upToDateReplicas".into()));
         // A rollout may surge, within the bound instances have.
         assert_eq!(field(&control_plane(16), 3), Ok(()));
-        assert_eq!(field(&control_plane(17), 3), Err("replicas (of 3 asked for)".into()));
+        assert_eq!(
+            field(&control_plane(17), 3),
+            Err("replicas (of 3 asked for)".into())
+        );
         let mut state = control_plane(1);
         state.endpoint = None;
         assert_eq!(field(&state, 1), Err("endpoint".into()));
@@ -619,5 +622,4 @@ mod tests {
             assert_eq!(kubernetes_version(version), Ok(()), "{version}");
         }
     }
-
 }

@@ -31,9 +31,7 @@ impl Runtime {
                 request,
                 "control-planes.reconcile",
                 async |store, i, x, request| {
-                    x.load(&mut *store, i)?
-                        .call_reconcile(store, request)
-                        .await
+                    x.load(&mut *store, i)?.call_reconcile(store, request).await
                 },
                 |state, request| checks::control_plane_state(state, request.replicas),
             )
