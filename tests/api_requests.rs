@@ -25,7 +25,7 @@ const REST: Duration = Duration::from_secs(10);
 
 /// The kinds the operator watches: reading one from the server is a read
 /// its cache should have served.
-const WATCHED: [&str; 8] = [
+const WATCHED: [&str; 9] = [
     "clusters",
     "machinepools",
     "machines",
@@ -33,6 +33,7 @@ const WATCHED: [&str; 8] = [
     "wasmmachinepools",
     "wasmmachines",
     "wasmclusters",
+    "wasmcontrolplanes",
     "providermodules",
 ];
 

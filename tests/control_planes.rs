@@ -66,7 +66,10 @@ async fn a_hosted_control_plane_comes_up_rolls_to_a_new_version_and_goes() -> Re
         (3, 3, 3, 3)
     );
     assert_eq!(state.version.as_deref(), Some("v1.36.3"));
-    let endpoint = state.endpoint.clone().expect("an endpoint once initialized");
+    let endpoint = state
+        .endpoint
+        .clone()
+        .expect("an endpoint once initialized");
     assert_eq!(endpoint.host, "127.0.0.1");
     let record = running
         .cloud()
@@ -91,7 +94,11 @@ async fn a_hosted_control_plane_comes_up_rolls_to_a_new_version_and_goes() -> Re
     assert_eq!(up_to_date, [0, 1, 2, 3]);
     assert_eq!(state.version.as_deref(), Some("v1.37.0"));
     let kept = state.endpoint.as_ref().map(|e| (e.host.as_str(), e.port));
-    assert_eq!(kept, Some(("127.0.0.1", endpoint.port)), "the endpoint stays");
+    assert_eq!(
+        kept,
+        Some(("127.0.0.1", endpoint.port)),
+        "the endpoint stays"
+    );
 
     // Back a minor: the provider's own terminal reason.
     request.version = "v1.36.3".into();
@@ -107,4 +114,167 @@ async fn a_hosted_control_plane_comes_up_rolls_to_a_new_version_and_goes() -> Re
     assert!(matches!(outcome, DeleteOutcome::Done), "{outcome:?}");
     assert!(running.cloud().control_plane("default/cp-a").is_none());
     Ok(())
+}
+
+/// Through the operator: Cluster `c1` names WasmControlPlane `c1`, served
+/// by sim-control-plane against the install's simulated cloud.
+mod through_the_operator {
+    use capwasm::api::provider::WasmControlPlaneStatus;
+    use capwasm::api::providermodule::World;
+    use capwasm::api::testing::{ClusterBuilder, ProviderModuleBuilder, wasm_control_plane};
+    use capwasm::api::{Cluster, ProviderModule, WasmControlPlane};
+    use kube::Api;
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use serde_json::json;
+    use testenv::flows::{condition, wait_for};
+    use testenv::guest_path;
+    use testenv::install::{Core, Install};
+
+    fn status(cp: Option<&WasmControlPlane>) -> Option<&WasmControlPlaneStatus> {
+        cp?.status.as_ref()
+    }
+
+    /// The control-plane module; a WasmControlPlane of an even size
+    /// refused by validation; then Cluster `c1` and its WasmControlPlane at
+    /// 3 replicas.
+    async fn create(install: &Install) -> Api<WasmControlPlane> {
+        let (client, ns) = (install.client.clone(), install.ns.clone());
+        let module = format!("{ns}-sim-cp");
+        let path = guest_path("sim_control_plane.wasm").display().to_string();
+        Api::<ProviderModule>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &ProviderModuleBuilder::file(&module, World::ControlPlane, &path)
+                    .allowed_hosts(&["127.0.0.1"])
+                    .build(),
+            )
+            .await
+            .expect("the control-plane module");
+        let planes: Api<WasmControlPlane> = Api::namespaced(client.clone(), &ns);
+        let config = json!({ "endpoint": install.cloud.endpoint() });
+        let even = wasm_control_plane(&ns, "even", &module, ("v1.36.3", 2), config.clone());
+        let refused = planes.create(&PostParams::default(), &even).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("replicas must be odd")),
+            "{refused:?}"
+        );
+        let c1 = wasm_control_plane(&ns, "c1", &module, ("v1.36.3", 3), config);
+        planes
+            .create(&PostParams::default(), &c1)
+            .await
+            .expect("the WasmControlPlane");
+        // No infrastructure cluster: the endpoint is the control plane's.
+        let cluster = ClusterBuilder::new(&ns, "c1")
+            .no_infrastructure()
+            .control_plane("c1")
+            .build();
+        Api::<Cluster>::namespaced(client, &ns)
+            .create(&PostParams::default(), &cluster)
+            .await
+            .expect("the Cluster");
+        planes
+    }
+
+    /// Up as the contract says: initialized, counted, versioned, hosted,
+    /// selectable, Available, adopted, its endpoint the cloud's and the
+    /// Cluster's. The port.
+    async fn up(install: &Install, planes: &Api<WasmControlPlane>) {
+        let up = wait_for(planes, "c1", "initialized, 3 available", |cp| {
+            status(cp).is_some_and(|s| {
+                s.initialization
+                    .as_ref()
+                    .and_then(|i| i.control_plane_initialized)
+                    == Some(true)
+                    && s.available_replicas == Some(3)
+            })
+        })
+        .await
+        .expect("the control plane");
+        let s = up.status.clone().unwrap_or_default();
+        assert_eq!(
+            (s.replicas, s.ready_replicas, s.up_to_date_replicas),
+            (Some(3), Some(3), Some(3))
+        );
+        assert_eq!(s.version.as_deref(), Some("v1.36.3"));
+        assert_eq!(s.external_managed_control_plane, Some(true));
+        assert_eq!(
+            s.selector.as_deref(),
+            Some("cluster.x-k8s.io/cluster-name=c1,cluster.x-k8s.io/control-plane-name=c1")
+        );
+        let available = condition(&s.common.conditions, "Available").expect("Available");
+        assert_eq!(available.0, "True", "{available:?}");
+        assert!(
+            up.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "Cluster" && o.name == "c1"),
+            "the Cluster adopted it"
+        );
+        let record = install
+            .cloud
+            .cloud()
+            .control_plane(&format!("{}/c1", install.ns))
+            .expect("the cloud hosts it");
+        let port = i32::from(record.endpoint.map(|e| e.port).expect("a port"));
+        let ours = up
+            .spec
+            .control_plane_endpoint
+            .expect("spec.controlPlaneEndpoint");
+        assert_eq!((ours.host.as_str(), ours.port), ("127.0.0.1", port));
+
+        let clusters: Api<Cluster> = Api::namespaced(install.client.clone(), &install.ns);
+        let cluster = wait_for(&clusters, "c1", "its control plane initialized", |c| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                condition(&s.conditions, "ControlPlaneInitialized").is_some_and(|c| c.0 == "True")
+            })
+        })
+        .await
+        .expect("the Cluster");
+        let theirs = cluster
+            .spec
+            .control_plane_endpoint
+            .expect("the Cluster's endpoint");
+        assert_eq!((theirs.host.as_str(), theirs.port), ("127.0.0.1", port));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cluster_s_control_plane_comes_from_its_provider_rolls_scales_and_goes_with_it() {
+        let install = Install::with_core("cp", Core::Capwasm).await;
+        let planes = create(&install).await;
+        up(&install, &planes).await;
+
+        // The scale subresource, then a new version, rolled.
+        let scale = Patch::Merge(json!({"spec": {"replicas": 5}}));
+        planes
+            .patch_scale("c1", &PatchParams::default(), &scale)
+            .await
+            .expect("scaled");
+        wait_for(&planes, "c1", "5 available", |cp| {
+            status(cp).is_some_and(|s| s.available_replicas == Some(5))
+        })
+        .await;
+        let version = Patch::Merge(json!({"spec": {"version": "v1.37.0"}}));
+        planes
+            .patch("c1", &PatchParams::default(), &version)
+            .await
+            .expect("a new version");
+        wait_for(&planes, "c1", "rolled to v1.37.0", |cp| {
+            status(cp).is_some_and(|s| {
+                s.version.as_deref() == Some("v1.37.0") && s.up_to_date_replicas == Some(5)
+            })
+        })
+        .await;
+
+        // Deleting the Cluster deletes its control plane, and the cloud's.
+        let clusters: Api<Cluster> = Api::namespaced(install.client.clone(), &install.ns);
+        clusters
+            .delete("c1", &DeleteParams::default())
+            .await
+            .expect("deleted");
+        wait_for(&clusters, "c1", "gone", |c| c.is_none()).await;
+        assert!(planes.get_opt("c1").await.expect("a read").is_none());
+        let name = format!("{}/c1", install.ns);
+        assert!(install.cloud.cloud().control_plane(&name).is_none());
+    }
 }

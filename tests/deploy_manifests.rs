@@ -474,6 +474,7 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
         ("infrastructure.cluster.x-k8s.io", "wasmmachinepools"),
         ("infrastructure.cluster.x-k8s.io", "wasmmachines"),
         ("infrastructure.cluster.x-k8s.io", "wasmclusters"),
+        ("controlplane.cluster.x-k8s.io", "wasmcontrolplanes"),
     ] {
         let granted: BTreeSet<&str> = aggregated
             .rules
@@ -1106,6 +1107,7 @@ async fn an_operator_without_permissions_counts_its_failed_watches() {
         "wasmmachinepools",
         "wasmmachines",
         "wasmclusters",
+        "wasmcontrolplanes",
         "secrets",
         "configmaps",
         "customresourcedefinitions",

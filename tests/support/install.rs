@@ -29,6 +29,7 @@ pub fn provider_crds() -> Vec<PathBuf> {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../crds"));
     [
         "bootstrap.cluster.x-k8s.io_wasmbootstrapconfigs.yaml",
+        "controlplane.cluster.x-k8s.io_wasmcontrolplanes.yaml",
         "infrastructure.cluster.x-k8s.io_wasmclusters.yaml",
         "infrastructure.cluster.x-k8s.io_wasmmachinepools.yaml",
         "infrastructure.cluster.x-k8s.io_wasmmachines.yaml",

@@ -16,7 +16,7 @@ use kube::core::crd::{MergeError, merge_crds};
 
 use super::{
     Cluster, ClusterTemplate, Machine, MachinePool, PlatformCluster, ProviderModule,
-    WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool, v1beta1,
+    WasmBootstrapConfig, WasmCluster, WasmControlPlane, WasmMachine, WasmMachinePool, v1beta1,
 };
 
 /// Where the API server sends the `ConversionReview`s of Cluster and MachinePool.
@@ -173,6 +173,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         WasmMachinePool::crd(),
         WasmMachine::crd(),
         WasmCluster::crd(),
+        WasmControlPlane::crd(),
         ProviderModule::crd(),
         PlatformCluster::crd(),
         ClusterTemplate::crd(),

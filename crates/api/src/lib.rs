@@ -35,7 +35,7 @@ pub use crds::{
 pub use machine::Machine;
 pub use machinepool::{MachinePool, MachinePoolSpec, MachinePoolStatus};
 pub use platform::{ClusterTemplate, PlatformCluster};
-pub use provider::{WasmBootstrapConfig, WasmCluster, WasmMachinePool};
+pub use provider::{WasmBootstrapConfig, WasmCluster, WasmControlPlane, WasmMachinePool};
 pub use providermodule::ProviderModule;
 pub use refs::{ApiEndpoint, ContractVersionedObjectReference};
 pub use status::{HasStatus, ObjectStatus};

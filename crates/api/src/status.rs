@@ -8,11 +8,13 @@ use super::cluster::ClusterStatus;
 use super::machine::MachineStatus;
 use super::machinepool::MachinePoolStatus;
 use super::platform::PlatformClusterStatus;
-use super::provider::{WasmBootstrapConfigStatus, WasmClusterStatus, WasmMachinePoolStatus};
+use super::provider::{
+    WasmBootstrapConfigStatus, WasmClusterStatus, WasmControlPlaneStatus, WasmMachinePoolStatus,
+};
 use super::providermodule::ProviderModuleStatus;
 use super::{
     Cluster, Machine, MachinePool, PlatformCluster, ProviderModule, WasmBootstrapConfig,
-    WasmCluster, WasmMachinePool,
+    WasmCluster, WasmControlPlane, WasmMachinePool,
 };
 
 /// The most a status the host fills with what a provider returned may
@@ -104,6 +106,8 @@ object_status! {
     WasmMachinePool => WasmMachinePoolStatus, conditions: common.conditions,
         generation: common.observed_generation, phase: |_| None;
     WasmCluster => WasmClusterStatus, conditions: common.conditions,
+        generation: common.observed_generation, phase: |_| None;
+    WasmControlPlane => WasmControlPlaneStatus, conditions: common.conditions,
         generation: common.observed_generation, phase: |_| None;
     PlatformCluster => PlatformClusterStatus, conditions: conditions,
         generation: observed_generation, phase: |s| s.phase.as_deref();

@@ -7,7 +7,10 @@ use kube::api::ObjectMeta;
 use crate::cluster::ClusterSpec;
 use crate::machinepool::{Bootstrap, MachinePoolSpec, MachineSpec, MachineTemplateSpec};
 pub use crate::provider::{BOOTSTRAP_GROUP, INFRASTRUCTURE_GROUP};
-use crate::provider::{VERSION, WasmBootstrapConfigSpec, WasmClusterSpec, WasmMachinePoolSpec};
+use crate::provider::{
+    CONTROL_PLANE_GROUP, VERSION, WasmBootstrapConfigSpec, WasmClusterSpec, WasmControlPlaneSpec,
+    WasmMachinePoolSpec,
+};
 use crate::providermodule::{
     AllowedKind, ConfigMapSource, FileSource, ModuleCapabilities, ModuleLimits, ModuleSource,
     OciSource, ProviderModuleSpec, Signer, Verification, World,
@@ -15,7 +18,7 @@ use crate::providermodule::{
 use crate::tenancy::AllowedNamespaces;
 use crate::{
     ApiEndpoint, Cluster, ContractVersionedObjectReference, MachinePool, ProviderModule,
-    WasmBootstrapConfig, WasmCluster, WasmMachinePool,
+    WasmBootstrapConfig, WasmCluster, WasmControlPlane, WasmMachinePool,
 };
 
 /// The providerIDs of the simulated cloud's instances (`sim://<region>/<id>`).
@@ -61,6 +64,16 @@ impl ClusterBuilder {
     /// With `spec.infrastructureRef` set to `reference`.
     pub fn infrastructure_ref(mut self, reference: ContractVersionedObjectReference) -> Self {
         self.0.spec.infrastructure_ref = Some(reference);
+        self
+    }
+
+    /// With `spec.controlPlaneRef` → WasmControlPlane `name`.
+    pub fn control_plane(mut self, name: &str) -> Self {
+        self.0.spec.control_plane_ref = Some(ContractVersionedObjectReference::new(
+            CONTROL_PLANE_GROUP,
+            "WasmControlPlane",
+            name,
+        ));
         self
     }
 
@@ -245,6 +258,29 @@ pub fn wasm_cluster(
         WasmClusterSpec {
             provider: provider.into(),
             config: Some(config),
+            control_plane_endpoint: None,
+        },
+    );
+    object.metadata = meta(namespace, name);
+    object
+}
+
+/// WasmControlPlane `name` served by `provider` with `config`, at `version`
+/// with `replicas`.
+pub fn wasm_control_plane(
+    namespace: &str,
+    name: &str,
+    provider: &str,
+    (version, replicas): (&str, i32),
+    config: serde_json::Value,
+) -> WasmControlPlane {
+    let mut object = WasmControlPlane::new(
+        name,
+        WasmControlPlaneSpec {
+            provider: provider.into(),
+            config: Some(config),
+            replicas: Some(replicas),
+            version: version.into(),
             control_plane_endpoint: None,
         },
     );

@@ -6,6 +6,7 @@
 
 mod bootstrap;
 mod cluster;
+mod control_plane;
 mod machinepool;
 mod strategy;
 
@@ -18,6 +19,9 @@ pub use bootstrap::{
     WasmBootstrapConfigStatus,
 };
 pub use cluster::{WasmCluster, WasmClusterSpec, WasmClusterStatus};
+pub use control_plane::{
+    ControlPlaneInitialization, WasmControlPlane, WasmControlPlaneSpec, WasmControlPlaneStatus,
+};
 pub use machinepool::{
     InstanceState, InstanceStatus, MachineAddress, NodeInfo, WasmMachinePool, WasmMachinePoolSpec,
     WasmMachinePoolStatus,
@@ -28,6 +32,12 @@ pub use strategy::{DeletePolicy, MachinePoolStrategy, RollingUpdate, StrategyTyp
 pub const MACHINE_POOL_FINALIZER: &str = "wasmmachinepool.infrastructure.cluster.x-k8s.io";
 /// Finalizer of the WasmCluster controller.
 pub const CLUSTER_FINALIZER: &str = "wasmcluster.infrastructure.cluster.x-k8s.io";
+/// Finalizer of the WasmControlPlane controller.
+pub const CONTROL_PLANE_FINALIZER: &str = "wasmcontrolplane.controlplane.cluster.x-k8s.io";
+/// Field manager of the WasmControlPlane controller.
+pub const CONTROL_PLANE_FIELD_MANAGER: &str = "capwasm-control-plane";
+/// The group of WasmControlPlane.
+pub const CONTROL_PLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
 /// Field manager of the WasmBootstrapConfig controller.
 pub const BOOTSTRAP_FIELD_MANAGER: &str = "capwasm-bootstrap";
 /// Field manager of the WasmMachinePool and WasmCluster controllers.
@@ -112,5 +122,6 @@ macro_rules! has_provider_status {
 has_provider_status!(
     WasmBootstrapConfigStatus,
     WasmMachinePoolStatus,
-    WasmClusterStatus
+    WasmClusterStatus,
+    WasmControlPlaneStatus
 );

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod cluster;
 mod config;
 pub mod context;
+pub mod control_plane;
 pub mod credentials;
 pub mod error;
 pub mod external;
@@ -78,6 +79,7 @@ pub async fn run(
         bootstrap::CONTROLLER,
         infrastructure::CONTROLLER,
         infrastructure::CONTROLLER_CLUSTER,
+        control_plane::CONTROLLER,
         platform::CONTROLLER,
     ];
     if core {
@@ -92,12 +94,15 @@ pub async fn run(
             .controller_started(name, ctx.settings.concurrency);
     }
     // Subscriptions are taken before the caches run, so that each sees every object once.
-    let providers = futures::future::join5(
-        providermodule::run(ctx.clone(), shutdown.clone()),
-        bootstrap::run(ctx.clone(), shutdown.clone()),
-        infrastructure::run_machine_pools(ctx.clone(), shutdown.clone()),
-        infrastructure::run_clusters(ctx.clone(), shutdown.clone()),
-        platform::run(ctx.clone(), platforms, shutdown.clone()),
+    let providers = futures::future::join(
+        futures::future::join5(
+            providermodule::run(ctx.clone(), shutdown.clone()),
+            bootstrap::run(ctx.clone(), shutdown.clone()),
+            infrastructure::run_machine_pools(ctx.clone(), shutdown.clone()),
+            infrastructure::run_clusters(ctx.clone(), shutdown.clone()),
+            platform::run(ctx.clone(), platforms, shutdown.clone()),
+        ),
+        control_plane::run(ctx.clone(), shutdown.clone()),
     );
     let controllers = match which {
         Controllers::Providers => providers.map(drop).boxed(),

@@ -14,7 +14,7 @@ use crate::api::provider::{HasProviderStatus, ServedBy};
 use crate::api::providermodule::PHASE_READY;
 use crate::api::{
     CLUSTER_API_GROUP, Cluster, ConditionType, MachinePool, ProviderModule, Reason,
-    WasmBootstrapConfig, WasmCluster, WasmMachinePool,
+    WasmBootstrapConfig, WasmCluster, WasmControlPlane, WasmMachinePool,
 };
 use crate::wasm::types::{self, ProviderError};
 use crate::wasm::{CallError, LoadedProvider, World};
@@ -59,7 +59,8 @@ macro_rules! provider_object {
 provider_object!(
     WasmBootstrapConfig => World::Bootstrap,
     WasmMachinePool => World::Infrastructure,
-    WasmCluster => World::Infrastructure
+    WasmCluster => World::Infrastructure,
+    WasmControlPlane => World::ControlPlane
 );
 
 /// What a provider kind's phases find.
@@ -396,6 +397,19 @@ fn failure_reason(reason: &str) -> String {
         "ProviderFailed".into()
     } else {
         token
+    }
+}
+
+/// How a provider's delete call ended: done, or in progress (look again
+/// when the provider says).
+pub fn deletion(outcome: types::DeleteOutcome, what: &str) -> Outcome {
+    match outcome {
+        types::DeleteOutcome::Done => Outcome::Continue,
+        types::DeleteOutcome::InProgress(seconds) => Outcome::Wait(Wait::after(
+            Reason::WaitingForProviderDeletion,
+            format!("the provider is removing {what}"),
+            Duration::from_secs(u64::from(seconds.max(1))),
+        )),
     }
 }
 

@@ -19,7 +19,8 @@ use kube::core::PartialObjectMeta;
 use sha2::{Digest as _, Sha256};
 
 use crate::api::{
-    Cluster, Machine, MachinePool, WasmBootstrapConfig, WasmCluster, WasmMachine, WasmMachinePool,
+    Cluster, Machine, MachinePool, WasmBootstrapConfig, WasmCluster, WasmControlPlane, WasmMachine,
+    WasmMachinePool,
     labels,
 };
 
@@ -188,6 +189,7 @@ labelled!(
     WasmBootstrapConfig,
     WasmMachinePool,
     WasmCluster,
+    WasmControlPlane,
     DynamicObject,
     PartialObjectMeta<k8s_openapi::api::core::v1::Secret>
 );

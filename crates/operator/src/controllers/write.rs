@@ -174,6 +174,7 @@ namespaced!(
     crate::api::WasmMachinePool,
     crate::api::WasmMachine,
     crate::api::WasmCluster,
+    crate::api::WasmControlPlane,
     crate::api::PlatformCluster
 );
 

@@ -34,8 +34,8 @@ use super::metrics::Metrics;
 use super::shard::{OfCluster, Shard};
 use crate::api::{
     Cluster, ClusterTemplate, ContractVersionedObjectReference, Machine, MachinePool,
-    PlatformCluster, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmMachine,
-    WasmMachinePool, labels,
+    PlatformCluster, ProviderModule, WasmBootstrapConfig, WasmCluster, WasmControlPlane,
+    WasmMachine, WasmMachinePool, labels,
 };
 
 /// Every cache the controllers read.
@@ -50,6 +50,8 @@ pub struct Caches {
     pub infra_pools: Cache<WasmMachinePool>,
     /// WasmClusters.
     pub infra_clusters: Cache<WasmCluster>,
+    /// WasmControlPlanes.
+    pub control_planes: Cache<WasmControlPlane>,
     /// WasmMachines.
     pub infra_machines: Cache<WasmMachine>,
     /// Machines (standalone mode: capwasm's core serves them).
@@ -130,6 +132,7 @@ impl Caches {
             configs: sharded(typed(client), shard).indexed(&configs_by_cluster),
             infra_pools: sharded(typed(client), shard).indexed(&infra_pools_by_cluster),
             infra_clusters: sharded(typed(client), shard),
+            control_planes: sharded(typed(client), shard),
             infra_machines: sharded(typed(client), shard).indexed(&infra_machines_by_pool),
             machines: sharded(typed(client), shard)
                 .indexed(&machines_by_pool)
@@ -168,6 +171,7 @@ impl Caches {
             futures::FutureExt::boxed(self.configs.run(metrics.clone())),
             futures::FutureExt::boxed(self.infra_pools.run(metrics.clone())),
             futures::FutureExt::boxed(self.infra_clusters.run(metrics.clone())),
+            futures::FutureExt::boxed(self.control_planes.run(metrics.clone())),
             futures::FutureExt::boxed(self.infra_machines.run(metrics.clone())),
             futures::FutureExt::boxed(self.modules.run(metrics.clone())),
             futures::FutureExt::boxed(self.platforms.run(metrics.clone())),
@@ -196,6 +200,7 @@ impl Caches {
             self.configs.ready(),
             self.infra_pools.ready(),
             self.infra_clusters.ready(),
+            self.control_planes.ready(),
             self.infra_machines.ready(),
             self.modules.ready(),
             self.platforms.ready(),

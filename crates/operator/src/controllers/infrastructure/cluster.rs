@@ -9,7 +9,6 @@ use std::time::Duration;
 use kube::ResourceExt as _;
 use serde_json::json;
 
-use super::machinepool::deletion;
 use super::{CONTROLLER_CLUSTER as CONTROLLER, guest_io};
 use crate::api::provider::{
     CLUSTER_FINALIZER, INFRASTRUCTURE_FIELD_MANAGER, InfrastructureInitialization,
@@ -159,5 +158,5 @@ async fn delete(scope: &mut Scope<WasmCluster>, ctx: &Context) -> Result<Outcome
         .delete_cluster(&scope.object.spec.provider, &request)
         .await
         .map_err(Error::Guest)?;
-    Ok(deletion(outcome, "the cluster infrastructure"))
+    Ok(provider::deletion(outcome, "the cluster infrastructure"))
 }

@@ -212,18 +212,5 @@ async fn delete(scope: &mut Scope<WasmMachinePool>, ctx: &Context) -> Result<Out
     if matches!(outcome, DeleteOutcome::Done) {
         machines::release(ctx, &machines::of_pool(ctx, &pool)).await?;
     }
-    Ok(deletion(outcome, "the pool's instances"))
-}
-
-/// How a provider's delete call ended: done, or in progress (look again
-/// when the provider says).
-pub fn deletion(outcome: DeleteOutcome, what: &str) -> Outcome {
-    match outcome {
-        DeleteOutcome::Done => Outcome::Continue,
-        DeleteOutcome::InProgress(seconds) => Outcome::Wait(Wait::after(
-            Reason::WaitingForProviderDeletion,
-            format!("the provider is removing {what}"),
-            Duration::from_secs(u64::from(seconds.max(1))),
-        )),
-    }
+    Ok(provider::deletion(outcome, "the pool's instances"))
 }
