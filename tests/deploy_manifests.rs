@@ -416,7 +416,7 @@ async fn provider_mode_installs_only_the_providers_and_applies_with_server_side_
         .map(|m| m.object.name_any())
         .filter(|name| !core.contains(&name.as_str()))
         .collect();
-    assert_eq!(crds.len(), 7, "{crds:?}");
+    assert_eq!(crds.len(), 8, "{crds:?}");
     assert_eq!(
         crds, expected,
         "provider mode installs the provider kinds, ProviderModule and the platform kinds"
