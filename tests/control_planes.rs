@@ -123,6 +123,7 @@ mod through_the_operator {
     use capwasm::api::providermodule::World;
     use capwasm::api::testing::{ClusterBuilder, ProviderModuleBuilder, wasm_control_plane};
     use capwasm::api::{Cluster, ProviderModule, WasmControlPlane};
+    use k8s_openapi::api::core::v1::Secret;
     use kube::Api;
     use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
     use serde_json::json;
@@ -220,6 +221,7 @@ mod through_the_operator {
         let ours = up
             .spec
             .control_plane_endpoint
+            .clone()
             .expect("spec.controlPlaneEndpoint");
         assert_eq!((ours.host.as_str(), ours.port), ("127.0.0.1", port));
 
@@ -236,6 +238,48 @@ mod through_the_operator {
             .control_plane_endpoint
             .expect("the Cluster's endpoint");
         assert_eq!((theirs.host.as_str(), theirs.port), ("127.0.0.1", port));
+        certificates_and_kubeconfig(install, &up, port).await;
+    }
+
+    /// The host made the cluster's certificate Secrets, owned by the
+    /// control plane, and the kubeconfig naming its endpoint.
+    async fn certificates_and_kubeconfig(install: &Install, up: &WasmControlPlane, port: i32) {
+        let secrets: Api<Secret> = Api::namespaced(install.client.clone(), &install.ns);
+        let owned_by_it =
+            |s: &Secret| {
+                s.metadata.owner_references.iter().flatten().any(|o| {
+                    o.kind == "WasmControlPlane" && Some(&o.uid) == up.metadata.uid.as_ref()
+                })
+            };
+        for suffix in ["ca", "etcd", "proxy", "sa"] {
+            let secret = secrets
+                .get(&format!("c1-{suffix}"))
+                .await
+                .unwrap_or_else(|e| panic!("c1-{suffix}: {e}"));
+            assert!(owned_by_it(&secret), "c1-{suffix} is the control plane's");
+            let data = secret.data.unwrap_or_default();
+            assert!(
+                data.contains_key("tls.crt") && data.contains_key("tls.key"),
+                "c1-{suffix}"
+            );
+        }
+        let kubeconfig = wait_for(&secrets, "c1-kubeconfig", "written", |s| s.is_some())
+            .await
+            .expect("the kubeconfig Secret");
+        assert!(
+            owned_by_it(&kubeconfig),
+            "the kubeconfig is the control plane's"
+        );
+        let value = kubeconfig
+            .data
+            .unwrap_or_default()
+            .remove("value")
+            .expect("a kubeconfig");
+        let text = String::from_utf8(value.0).expect("text");
+        assert!(
+            text.contains(&format!("https://127.0.0.1:{port}")),
+            "{text}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,6 +310,28 @@ mod through_the_operator {
         })
         .await;
 
+        // The CA deleted by hand: not made anew, which would break the
+        // cluster; the control plane says what was lost.
+        let secrets: Api<Secret> = Api::namespaced(install.client.clone(), &install.ns);
+        secrets
+            .delete("c1-ca", &DeleteParams::default())
+            .await
+            .expect("the CA deleted");
+        let lost = wait_for(&planes, "c1", "CertificatesLost", |cp| {
+            status(cp)
+                .and_then(|s| condition(&s.common.conditions, "Ready"))
+                .is_some_and(|(_, reason, _)| reason == "CertificatesLost")
+        })
+        .await
+        .expect("the control plane");
+        let conditions = lost.status.unwrap_or_default().common.conditions;
+        let (_, _, message) = condition(&conditions, "Ready").unwrap_or_default();
+        assert!(
+            message.contains("c1-ca") && message.contains("backup"),
+            "{message}"
+        );
+        assert!(secrets.get_opt("c1-ca").await.expect("a read").is_none());
+
         // Deleting the Cluster deletes its control plane, and the cloud's.
         let clusters: Api<Cluster> = Api::namespaced(install.client.clone(), &install.ns);
         clusters
@@ -276,5 +342,82 @@ mod through_the_operator {
         assert!(planes.get_opt("c1").await.expect("a read").is_none());
         let name = format!("{}/c1", install.ns);
         assert!(install.cloud.cloud().control_plane(&name).is_none());
+    }
+
+    /// A provider whose control plane never comes up, and which looks
+    /// through its every input for key material: it saw the CA's
+    /// certificate and no private key; nothing waiting on initialization
+    /// was made (no kubeconfig), and the Cluster says it waits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_control_plane_that_never_comes_up_waits_and_its_provider_saw_no_private_key() {
+        let install = Install::with_core("cp-dump", Core::Capwasm).await;
+        let (client, ns) = (install.client.clone(), install.ns.clone());
+        let module = format!("{ns}-dump");
+        let path = guest_path("testdata_control_plane_dump.wasm")
+            .display()
+            .to_string();
+        Api::<ProviderModule>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &ProviderModuleBuilder::file(&module, World::ControlPlane, &path).build(),
+            )
+            .await
+            .expect("the module");
+        let planes: Api<WasmControlPlane> = Api::namespaced(client.clone(), &ns);
+        let c2 = wasm_control_plane(&ns, "c2", &module, ("v1.36.3", 1), json!({}));
+        planes
+            .create(&PostParams::default(), &c2)
+            .await
+            .expect("the WasmControlPlane");
+        let cluster = ClusterBuilder::new(&ns, "c2")
+            .no_infrastructure()
+            .control_plane("c2")
+            .build();
+        let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+        clusters
+            .create(&PostParams::default(), &cluster)
+            .await
+            .expect("the Cluster");
+
+        let waiting = wait_for(&planes, "c2", "waiting on its provider", |cp| {
+            status(cp)
+                .and_then(|s| condition(&s.common.conditions, "Ready"))
+                .is_some_and(|(_, reason, _)| reason == "WaitingForControlPlane")
+        })
+        .await
+        .expect("the control plane");
+        let status = waiting.status.unwrap_or_default();
+        let (_, _, message) = condition(&status.common.conditions, "Ready").unwrap_or_default();
+        assert_eq!(
+            message,
+            "certificates in: certificates.caCertificate; private keys in: none"
+        );
+        assert_eq!(status.initialization, None);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        for suffix in ["ca", "etcd", "proxy", "sa"] {
+            let name = format!("c2-{suffix}");
+            assert!(
+                secrets.get_opt(&name).await.expect("a read").is_some(),
+                "{name}"
+            );
+        }
+        assert!(
+            secrets
+                .get_opt("c2-kubeconfig")
+                .await
+                .expect("a read")
+                .is_none(),
+            "no kubeconfig for a control plane that is not up"
+        );
+        let cluster = wait_for(&clusters, "c2", "waiting for its control plane", |c| {
+            c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+                condition(&s.conditions, "ControlPlaneInitialized").is_some_and(|c| c.0 == "False")
+            })
+        })
+        .await
+        .expect("the Cluster");
+        let conditions = cluster.status.unwrap_or_default().conditions;
+        let initialized = condition(&conditions, "ControlPlaneInitialized").unwrap_or_default();
+        assert_eq!(initialized.1, "WaitingForControlPlane", "{initialized:?}");
     }
 }

@@ -132,7 +132,7 @@ pub mod clusters {
 /// The control-planes interface's request and result types (control-plane world).
 pub mod control_planes {
     pub use super::generated::control_plane_world::exports::capwasm::provider::control_planes::{
-        ControlPlaneRequest, ControlPlaneState,
+        ClusterCertificates, ControlPlaneRequest, ControlPlaneState,
     };
 }
 

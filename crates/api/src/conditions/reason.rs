@@ -55,6 +55,14 @@ reasons! {
     NotScalingDown,
     /// A kubeconfig generated from the Cluster's CA was made anew before its certificate expired.
     KubeconfigRotated,
+    /// The cluster's certificate Secrets were made (`<cluster>-ca`, `-etcd`, `-proxy`, `-sa`).
+    CertificatesGenerated,
+    /// A certificate Secret of a control plane that has come up is gone:
+    /// made anew, it would break everything that trusts the old one.
+    CertificatesLost,
+    /// A certificate Secret of the cluster holds no usable certificate, or
+    /// one could not be made.
+    CertificatesInvalid,
     /// The Cluster named by `spec.clusterName` does not exist.
     ClusterNotFound,
     /// A provider object has no Cluster API owner yet.
@@ -285,6 +293,8 @@ impl Reason {
                 | Self::InfrastructureDeleted
                 | Self::KubeconfigSecretNotFound
                 | Self::KubeconfigInvalid
+                | Self::CertificatesLost
+                | Self::CertificatesInvalid
                 | Self::WorkloadClusterUnreachable
                 | Self::ProviderNotFound
                 | Self::ProviderNotReady

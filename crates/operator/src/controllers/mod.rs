@@ -17,6 +17,7 @@ pub mod error;
 pub mod external;
 mod finalizer;
 pub mod infrastructure;
+mod kubeconfig;
 pub mod machine;
 pub mod machinepool;
 pub mod metrics;

@@ -72,6 +72,8 @@ pub struct Found {
     pub prepared: Option<Prepared>,
     /// How the work ended, when it did: `Ready` holds with this reason and message.
     pub done: Option<(Reason, String)>,
+    /// The cluster's certificates (a control plane's certificates phase).
+    pub certificates: Option<crate::wasm::control_planes::ClusterCertificates>,
 }
 
 /// A provider ready to be called for one object.

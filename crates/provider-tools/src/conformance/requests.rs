@@ -3,7 +3,7 @@
 
 use crate::wasm::bootstrap::GenerateRequest;
 use crate::wasm::clusters::ClusterRequest;
-use crate::wasm::control_planes::ControlPlaneRequest;
+use crate::wasm::control_planes::{ClusterCertificates, ControlPlaneRequest};
 use crate::wasm::machine_pools::{DeleteRequest, ReconcileRequest};
 use crate::wasm::node_shapes::DescribeRequest;
 use crate::wasm::pool_machines::RemoveRequest;
@@ -74,6 +74,15 @@ pub fn control_plane(config: &str, version: &str, replicas: u32) -> ControlPlane
         replicas,
         config: config.into(),
         credentials: Vec::new(),
+        // No namespace: a host that keeps no certificates.
+        certificates: ClusterCertificates {
+            namespace: String::new(),
+            ca: String::new(),
+            etcd: String::new(),
+            front_proxy: String::new(),
+            service_account: String::new(),
+            ca_certificate: String::new(),
+        },
     }
 }
 

@@ -4,6 +4,7 @@
 //! initialization, replica counts, version, `Available`) and deletes it
 //! when the Cluster asks, after its workers.
 
+mod certificates;
 mod reconcile;
 
 use std::future::Future;

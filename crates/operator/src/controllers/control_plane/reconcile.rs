@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::ResourceExt as _;
 use serde_json::json;
 
-use super::CONTROLLER;
+use super::{CONTROLLER, certificates};
 use crate::api::conditions::Desired;
 use crate::api::provider::{
     CONTROL_PLANE_FIELD_MANAGER, CONTROL_PLANE_FINALIZER, ControlPlaneInitialization,
@@ -17,12 +17,14 @@ use crate::api::provider::{
 use crate::api::{ApiEndpoint, Cluster, ConditionType, Reason, WasmControlPlane, labels};
 use crate::controllers::context::Context;
 use crate::controllers::error::{Error, Retry};
+use crate::controllers::kubeconfig::Kubeconfig;
 use crate::controllers::outcome::{Outcome, Wait};
 use crate::controllers::provider::{self, Found, Prepared};
 use crate::controllers::reconciler::{Phase, Reconciler, Scope};
 use crate::controllers::shard::{Role, Shard};
 use crate::phases;
 use crate::wasm::control_planes::{ControlPlaneRequest, ControlPlaneState};
+use crate::workload::ClusterKey;
 
 impl Reconciler for WasmControlPlane {
     type Found = Found;
@@ -33,6 +35,7 @@ impl Reconciler for WasmControlPlane {
     const PHASES: &'static [Phase<Self>] = phases![WasmControlPlane:
         owner,
         provider::prepare::<WasmControlPlane>,
+        certificates::ensure,
         run,
     ];
     const DELETE_PHASES: &'static [Phase<Self>] =
@@ -77,7 +80,15 @@ async fn owner(scope: &mut Scope<WasmControlPlane>, _: &Context) -> Result<Outco
 
 fn request(scope: &Scope<WasmControlPlane>, prepared: &Prepared) -> ControlPlaneRequest {
     let object = &*scope.object;
+    let cluster = provider::cluster_info(object, scope.cluster.as_deref(), None).name;
+    // Deleting, the names only: the Secrets may be gone with their owner.
+    let certificates = scope
+        .found
+        .certificates
+        .clone()
+        .unwrap_or_else(|| certificates::named(scope.namespace(), &cluster, String::new()));
     ControlPlaneRequest {
+        certificates,
         control_plane: provider::object_ref(object),
         cluster: provider::cluster_info(
             object,
@@ -94,7 +105,11 @@ fn request(scope: &Scope<WasmControlPlane>, prepared: &Prepared) -> ControlPlane
 
 /// Calls the provider and reports the control plane as it says it is.
 async fn run(scope: &mut Scope<WasmControlPlane>, ctx: &Context) -> Result<Outcome, Error> {
-    let (Some(_), Some(prepared)) = (&scope.cluster, scope.found.prepared.as_ref()) else {
+    let (Some(cluster), Some(prepared), Some(_)) = (
+        scope.cluster.clone(),
+        scope.found.prepared.as_ref(),
+        scope.found.certificates.as_ref(),
+    ) else {
         return Ok(Outcome::Continue);
     };
     let request = request(scope, prepared);
@@ -134,11 +149,38 @@ async fn run(scope: &mut Scope<WasmControlPlane>, ctx: &Context) -> Result<Outco
             None => wait,
         }));
     }
+    // As KubeadmControlPlane: the control plane's side writes the kubeconfig.
+    let key = ClusterKey::new(scope.namespace(), cluster.name_any());
+    let kubeconfig = Kubeconfig {
+        key: &key,
+        endpoint: object
+            .spec
+            .control_plane_endpoint
+            .clone()
+            .filter(ApiEndpoint::is_valid)
+            .or_else(|| state.endpoint.as_ref().map(api_endpoint)),
+        owner: scope.controller_reference(),
+        reference: scope.reference(),
+        controller: CONTROLLER,
+    };
+    if !kubeconfig.ensure(ctx).await? {
+        return Ok(Outcome::Wait(Wait::on_change(
+            Reason::KubeconfigSecretNotFound,
+            "waiting for the endpoint and the CA Secret to write the kubeconfig",
+        )));
+    }
     scope.found.done = Some((Reason::Ready, "control plane initialized".into()));
     Ok(asked.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
-fn initialized(scope: &Scope<WasmControlPlane>) -> bool {
+fn api_endpoint(endpoint: &crate::wasm::types::ApiEndpoint) -> ApiEndpoint {
+    ApiEndpoint {
+        host: endpoint.host.clone(),
+        port: i32::from(endpoint.port),
+    }
+}
+
+pub(super) fn initialized(scope: &Scope<WasmControlPlane>) -> bool {
     scope
         .status
         .initialization
