@@ -52,6 +52,27 @@ pub(crate) struct Host<'a> {
     pub(crate) metrics: Option<&'a Metrics>,
 }
 
+/// [`run`] of an export of the world `pick` finds in the provider's
+/// exports; a provider of another world has none (a typed error).
+pub(crate) async fn run_in<X, R>(
+    host: &Host<'_>,
+    callee: &Callee<'_>,
+    export: &'static str,
+    pick: fn(&super::provider::WorldExports) -> Option<&X>,
+    body: impl AsyncFnOnce(&mut Store<CallState>, &ComponentInstance, &X) -> GuestResult<R>,
+) -> Result<R, CallError> {
+    run(
+        host,
+        callee,
+        export,
+        async |store, instance, pre| match pick(&pre.world) {
+            Some(exports) => Some(body(store, instance, exports).await),
+            None => None,
+        },
+    )
+    .await
+}
+
 /// Runs `export` of `callee` in a fresh instance. `body` gets the store,
 /// the instance and where the provider's exports are, and makes the actual
 /// call, or returns `None` if the provider's world has no such export.

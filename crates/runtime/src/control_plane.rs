@@ -97,16 +97,12 @@ impl Runtime {
         export: &'static str,
         body: impl AsyncFnOnce(&mut Store<CallState>, &ComponentInstance, &Exports) -> GuestResult<R>,
     ) -> Result<R, CallError> {
-        call::run(
+        call::run_in(
             &self.host(),
             callee,
             export,
-            async |store, instance, pre| match &pre.world {
-                WorldExports::ControlPlane(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_)
-                | WorldExports::Infrastructure(_)
-                | WorldExports::Platform(_) => None,
-            },
+            WorldExports::control_plane,
+            body,
         )
         .await
     }

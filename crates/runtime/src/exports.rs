@@ -335,16 +335,12 @@ impl Runtime {
             &InfrastructureExports,
         ) -> GuestResult<R>,
     ) -> Result<R, CallError> {
-        call::run(
+        call::run_in(
             &self.host(),
             callee,
             export,
-            async |store, instance, pre| match &pre.world {
-                WorldExports::Infrastructure(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_)
-                | WorldExports::Platform(_)
-                | WorldExports::ControlPlane(_) => None,
-            },
+            WorldExports::infrastructure,
+            body,
         )
         .await
     }

@@ -96,17 +96,6 @@ impl Runtime {
         export: &'static str,
         body: impl AsyncFnOnce(&mut Store<CallState>, &ComponentInstance, &Exports) -> GuestResult<R>,
     ) -> Result<R, CallError> {
-        call::run(
-            &self.host(),
-            callee,
-            export,
-            async |store, instance, pre| match &pre.world {
-                WorldExports::Platform(exports) => Some(body(store, instance, exports).await),
-                WorldExports::Bootstrap(_)
-                | WorldExports::Infrastructure(_)
-                | WorldExports::ControlPlane(_) => None,
-            },
-        )
-        .await
+        call::run_in(&self.host(), callee, export, WorldExports::platform, body).await
     }
 }

@@ -97,6 +97,32 @@ pub(crate) enum WorldExports {
     ControlPlane(interfaces::ControlPlanes),
 }
 
+impl WorldExports {
+    /// The infrastructure world's exports, if it is that world.
+    pub(crate) fn infrastructure(&self) -> Option<&InfrastructureExports> {
+        match self {
+            Self::Infrastructure(exports) => Some(exports),
+            _ => None,
+        }
+    }
+
+    /// The platform world's export, if it is that world.
+    pub(crate) fn platform(&self) -> Option<&interfaces::Composition> {
+        match self {
+            Self::Platform(exports) => Some(exports),
+            _ => None,
+        }
+    }
+
+    /// The control-plane world's export, if it is that world.
+    pub(crate) fn control_plane(&self) -> Option<&interfaces::ControlPlanes> {
+        match self {
+            Self::ControlPlane(exports) => Some(exports),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) struct InfrastructureExports {
     pub(crate) machine_pools: interfaces::MachinePools,
     pub(crate) clusters: interfaces::Clusters,

@@ -105,6 +105,36 @@ pub fn capi_owner<K: Resource>(object: &K, kind: &str) -> Option<OwnerReference>
         .cloned()
 }
 
+/// The Cluster owning `object` (a Cluster-owned provider kind), from the cache.
+pub fn owner_cluster<K: Resource>(object: &K, ctx: &Context) -> Option<Arc<Cluster>> {
+    capi_owner(object, "Cluster").and_then(|owner| {
+        ctx.caches
+            .clusters
+            .get(object.namespace().as_deref(), &owner.name)
+    })
+}
+
+/// The owner phase of Cluster-owned kinds: waits for the owner Cluster to
+/// exist (the owner reference may name one deleted, or not yet in the cache).
+pub async fn owner_cluster_exists<K: ProviderObject>(
+    scope: &mut Scope<K>,
+    _: &Context,
+) -> Result<Outcome, Error>
+where
+    K::Status: HasProviderStatus,
+{
+    if scope.cluster.is_some() {
+        return Ok(Outcome::Continue);
+    }
+    let name = capi_owner(&*scope.object, "Cluster")
+        .map(|owner| owner.name)
+        .unwrap_or_default();
+    Ok(Outcome::Wait(Wait::on_change(
+        Reason::OwnerNotFound,
+        format!("the owner Cluster {name:?} does not exist"),
+    )))
+}
+
 /// The Cluster of the MachinePool owning `object`, from the caches: none
 /// without an owner; an error if the pool names a Cluster that does not
 /// exist, unless `object` is being deleted (its owners may be gone).

@@ -20,8 +20,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::api::{
     Cluster, Machine, MachinePool, WasmBootstrapConfig, WasmCluster, WasmControlPlane, WasmMachine,
-    WasmMachinePool,
-    labels,
+    WasmMachinePool, labels,
 };
 
 /// Which share of the fleet this process reconciles.

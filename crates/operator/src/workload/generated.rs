@@ -96,15 +96,7 @@ pub fn generate(
         KeyUsagePurpose::KeyEncipherment,
     ];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
-    let (year, month, day) = (
-        i32::from(today.year()),
-        u8::try_from(today.month()).unwrap_or(1),
-        // Every month has a 28th: a year from the 29th of February is fine.
-        u8::try_from(today.day()).unwrap_or(1).min(28),
-    );
-    params.not_before = rcgen::date_time_ymd(year, month, day);
-    params.not_after = rcgen::date_time_ymd(year + 1, month, day);
+    valid_for_years(&mut params, 1);
     let key = KeyPair::generate().map_err(GenerateError::Issue)?;
     let cert = params
         .signed_by(&key, &issuer)
@@ -143,6 +135,19 @@ pub fn generate(
         ..Kubeconfig::default()
     };
     serde_yaml_ng::to_string(&kubeconfig).map_err(GenerateError::Serialize)
+}
+
+/// `params` valid from today for `years`.
+pub fn valid_for_years(params: &mut CertificateParams, years: i32) {
+    let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
+    let (year, month, day) = (
+        i32::from(today.year()),
+        u8::try_from(today.month()).unwrap_or(1),
+        // Every month has a 28th: a year from the 29th of February is fine.
+        u8::try_from(today.day()).unwrap_or(1).min(28),
+    );
+    params.not_before = rcgen::date_time_ymd(year, month, day);
+    params.not_after = rcgen::date_time_ymd(year + years, month, day);
 }
 
 /// `https://host:port`, with an IPv6 address in brackets.

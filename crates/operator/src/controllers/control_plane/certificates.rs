@@ -14,13 +14,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::jiff::Timestamp;
-use k8s_openapi::jiff::tz::TimeZone;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt as _};
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose,
 };
 
 use crate::api::{CLUSTER_SECRET_TYPE, Reason, WasmControlPlane, labels};
@@ -104,7 +101,11 @@ pub(super) async fn ensure(
 }
 
 /// The certificates of `cluster` in `namespace` as a call names them.
-pub(super) fn named(namespace: String, cluster: &str, ca_certificate: String) -> ClusterCertificates {
+pub(super) fn named(
+    namespace: String,
+    cluster: &str,
+    ca_certificate: String,
+) -> ClusterCertificates {
     let name = |suffix: &str| format!("{cluster}-{suffix}");
     ClusterCertificates {
         namespace,
@@ -178,15 +179,7 @@ fn authority(common_name: &str) -> Result<BTreeMap<String, ByteString>, Certific
         KeyUsagePurpose::KeyEncipherment,
         KeyUsagePurpose::CrlSign,
     ];
-    let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
-    let (year, month, day) = (
-        i32::from(today.year()),
-        u8::try_from(today.month()).unwrap_or(1),
-        // Every month has a 28th.
-        u8::try_from(today.day()).unwrap_or(1).min(28),
-    );
-    params.not_before = rcgen::date_time_ymd(year, month, day);
-    params.not_after = rcgen::date_time_ymd(year + CA_YEARS, month, day);
+    crate::workload::generated::valid_for_years(&mut params, CA_YEARS);
     let key = KeyPair::generate().map_err(CertificateError::Generate)?;
     let certificate = params
         .self_signed(&key)

@@ -33,7 +33,7 @@ impl Reconciler for WasmControlPlane {
     const FINALIZER: Option<&'static str> = Some(CONTROL_PLANE_FINALIZER);
     const SUMMARY: ConditionType = ConditionType::Ready;
     const PHASES: &'static [Phase<Self>] = phases![WasmControlPlane:
-        owner,
+        provider::owner_cluster_exists::<WasmControlPlane>,
         provider::prepare::<WasmControlPlane>,
         certificates::ensure,
         run,
@@ -47,11 +47,7 @@ impl Reconciler for WasmControlPlane {
 
     /// The owner Cluster, from the cache.
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
-        Ok(provider::capi_owner(self, "Cluster").and_then(|owner| {
-            ctx.caches
-                .clusters
-                .get(self.namespace().as_deref(), &owner.name)
-        }))
+        Ok(provider::owner_cluster(self, ctx))
     }
 
     fn claimed(&self) -> bool {
@@ -61,21 +57,6 @@ impl Reconciler for WasmControlPlane {
     fn summarize(scope: &mut Scope<Self>, _: &Context, results: &[Result<Outcome, Error>]) {
         provider::summarize(scope, results);
     }
-}
-
-/// Waits for the owner Cluster to exist (the owner reference may name one
-/// deleted, or not yet in the cache).
-async fn owner(scope: &mut Scope<WasmControlPlane>, _: &Context) -> Result<Outcome, Error> {
-    if scope.cluster.is_some() {
-        return Ok(Outcome::Continue);
-    }
-    let name = provider::capi_owner(&*scope.object, "Cluster")
-        .map(|owner| owner.name)
-        .unwrap_or_default();
-    Ok(Outcome::Wait(Wait::on_change(
-        Reason::OwnerNotFound,
-        format!("the owner Cluster {name:?} does not exist"),
-    )))
 }
 
 fn request(scope: &Scope<WasmControlPlane>, prepared: &Prepared) -> ControlPlaneRequest {
@@ -137,9 +118,10 @@ async fn run(scope: &mut Scope<WasmControlPlane>, ctx: &Context) -> Result<Outco
         .requeue_after_seconds
         .map(|s| Duration::from_secs(u64::from(s)));
     if !initialized(scope) {
-        let message = state.message.clone().unwrap_or_else(|| {
-            "the provider is bringing the control plane up".to_owned()
-        });
+        let message = state
+            .message
+            .clone()
+            .unwrap_or_else(|| "the provider is bringing the control plane up".to_owned());
         let wait = Wait::on_change(Reason::WaitingForControlPlane, message);
         return Ok(Outcome::Wait(match asked {
             Some(after) => Wait {

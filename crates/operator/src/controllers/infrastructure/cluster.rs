@@ -30,7 +30,7 @@ impl Reconciler for WasmCluster {
     const FINALIZER: Option<&'static str> = Some(CLUSTER_FINALIZER);
     const SUMMARY: ConditionType = ConditionType::Ready;
     const PHASES: &'static [Phase<Self>] = phases![WasmCluster:
-        owner,
+        provider::owner_cluster_exists::<WasmCluster>,
         provider::prepare::<WasmCluster>,
         provision,
     ];
@@ -43,11 +43,7 @@ impl Reconciler for WasmCluster {
     }
 
     fn cluster(&self, ctx: &Context) -> Result<Option<Arc<Cluster>>, Error> {
-        Ok(provider::capi_owner(self, "Cluster").and_then(|owner| {
-            ctx.caches
-                .clusters
-                .get(self.namespace().as_deref(), &owner.name)
-        }))
+        Ok(provider::owner_cluster(self, ctx))
     }
 
     fn claimed(&self) -> bool {
@@ -57,21 +53,6 @@ impl Reconciler for WasmCluster {
     fn summarize(scope: &mut Scope<Self>, _: &Context, results: &[Result<Outcome, Error>]) {
         provider::summarize(scope, results);
     }
-}
-
-/// Waits for the owner Cluster to exist (the owner reference may name one
-/// deleted, or not yet in the cache).
-async fn owner(scope: &mut Scope<WasmCluster>, _: &Context) -> Result<Outcome, Error> {
-    if scope.cluster.is_some() {
-        return Ok(Outcome::Continue);
-    }
-    let name = provider::capi_owner(&*scope.object, "Cluster")
-        .map(|owner| owner.name)
-        .unwrap_or_default();
-    Ok(Outcome::Wait(Wait::on_change(
-        Reason::OwnerNotFound,
-        format!("the owner Cluster {name:?} does not exist"),
-    )))
 }
 
 fn request(scope: &Scope<WasmCluster>, prepared: &Prepared) -> ClusterRequest {
