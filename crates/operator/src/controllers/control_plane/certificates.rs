@@ -62,7 +62,7 @@ pub(super) async fn ensure(
         }
     }
     if !missing.is_empty() {
-        if super::reconcile::initialized(scope) {
+        if super::initialized(scope) {
             let message = format!(
                 "Secret {} of a control plane that has come up is gone: made anew it would break every node and client that trusts the old one; restore it from a backup, or delete the cluster",
                 missing.join(", ")

@@ -14,7 +14,7 @@ use futures::StreamExt as _;
 use kube::runtime::Controller;
 
 use super::context::Context;
-use super::reconciler::{error_policy, reconcile};
+use super::reconciler::{self, error_policy, reconcile};
 use super::watches;
 use crate::api::WasmControlPlane;
 use crate::api::provider::CONTROL_PLANE_GROUP;
@@ -50,4 +50,14 @@ pub fn run(
             ctx,
         )
         .for_each(|_| futures::future::ready(()))
+}
+
+/// Whether the control plane has served once (kept so by the status).
+fn initialized(scope: &reconciler::Scope<WasmControlPlane>) -> bool {
+    scope
+        .status
+        .initialization
+        .as_ref()
+        .and_then(|i| i.control_plane_initialized)
+        == Some(true)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::ResourceExt as _;
 use serde_json::json;
 
-use super::{CONTROLLER, certificates};
+use super::{CONTROLLER, certificates, initialized};
 use crate::api::conditions::Desired;
 use crate::api::provider::{
     CONTROL_PLANE_FIELD_MANAGER, CONTROL_PLANE_FINALIZER, ControlPlaneInitialization,
@@ -160,15 +160,6 @@ fn api_endpoint(endpoint: &crate::wasm::types::ApiEndpoint) -> ApiEndpoint {
         host: endpoint.host.clone(),
         port: i32::from(endpoint.port),
     }
-}
-
-pub(super) fn initialized(scope: &Scope<WasmControlPlane>) -> bool {
-    scope
-        .status
-        .initialization
-        .as_ref()
-        .and_then(|i| i.control_plane_initialized)
-        == Some(true)
 }
 
 /// The contract's status from what the provider reported: initialization
