@@ -48,6 +48,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api;
+mod api_error;
 mod bootstrap;
 mod cloud;
 mod control_planes;

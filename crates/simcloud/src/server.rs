@@ -6,7 +6,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Json, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
@@ -16,21 +16,15 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::api::{
-    ControlPlane, CreateInstance, ErrorBody, Instance, InstanceList, PutControlPlane,
-};
+use super::api::{ControlPlane, CreateInstance, Instance, InstanceList, PutControlPlane};
+use super::api_error::ApiError;
 use super::cloud::SimCloud;
-use super::control_planes::ControlPlaneRefusal;
 use super::error::Error;
 use super::faults::{Fault, HANG};
 use super::instance_types::{self, InstanceType};
-use super::inventory::{Created, Refusal};
+use super::inventory::Created;
 use super::{nodes, pods};
 use capwasm_runtime::report::error_chain;
-
-/// How long a client is told to wait when the cloud is full: about as long
-/// as the guest waits between looks at a pool anyway.
-const FULL_RETRY_AFTER_SECONDS: u32 = 10;
 
 impl SimCloud {
     /// Serves the API on `listener` until `shutdown` completes, then stops
@@ -160,134 +154,6 @@ impl Drop for RunningSimCloud {
         if let Some(task) = self.task.take() {
             task.abort();
         }
-    }
-}
-
-/// An error response: a status, a JSON [`ErrorBody`], and a Retry-After or
-/// WWW-Authenticate header where the status calls for one.
-#[derive(Debug)]
-struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    headers: HeaderMap,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: String) -> Self {
-        Self {
-            status,
-            code,
-            message,
-            headers: HeaderMap::new(),
-        }
-    }
-
-    fn with_header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
-        self.headers.insert(name, value);
-        self
-    }
-
-    /// A malformed request, as an extractor saw it.
-    fn rejected(status: StatusCode, message: String) -> Self {
-        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "RequestTooLarge"
-        } else {
-            "InvalidRequest"
-        };
-        Self::new(status, code, message)
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        Self::rejected(rejection.status(), rejection.body_text())
-    }
-}
-
-impl From<QueryRejection> for ApiError {
-    fn from(rejection: QueryRejection) -> Self {
-        Self::rejected(rejection.status(), rejection.body_text())
-    }
-}
-
-impl From<PathRejection> for ApiError {
-    fn from(rejection: PathRejection) -> Self {
-        Self::rejected(rejection.status(), rejection.body_text())
-    }
-}
-
-impl From<Refusal> for ApiError {
-    fn from(refusal: Refusal) -> Self {
-        let message = error_chain(&refusal);
-        match refusal {
-            Refusal::InvalidParameter { .. } => {
-                Self::new(StatusCode::BAD_REQUEST, "InvalidParameter", message)
-            }
-            Refusal::BootstrapEncoding(_) => {
-                Self::new(StatusCode::BAD_REQUEST, "InvalidBootstrapData", message)
-            }
-            Refusal::BootstrapTooLarge { .. } => {
-                Self::new(StatusCode::BAD_REQUEST, "BootstrapDataTooLarge", message)
-            }
-            Refusal::TokenReused { .. } => Self::new(
-                StatusCode::BAD_REQUEST,
-                "IdempotentParameterMismatch",
-                message,
-            ),
-            // Retryable: instances being terminated free room soon.
-            Refusal::InstanceLimit { .. } => Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "InstanceLimitExceeded",
-                message,
-            )
-            .with_header(
-                header::RETRY_AFTER,
-                HeaderValue::from(FULL_RETRY_AFTER_SECONDS),
-            ),
-        }
-    }
-}
-
-impl From<ControlPlaneRefusal> for ApiError {
-    fn from(refusal: ControlPlaneRefusal) -> Self {
-        let message = error_chain(&refusal);
-        match refusal {
-            ControlPlaneRefusal::InvalidParameter { .. } => {
-                Self::new(StatusCode::BAD_REQUEST, "InvalidParameter", message)
-            }
-            ControlPlaneRefusal::Downgrade { .. } => {
-                Self::new(StatusCode::CONFLICT, "VersionDowngrade", message)
-            }
-            ControlPlaneRefusal::NameInUse { .. } => {
-                Self::new(StatusCode::CONFLICT, "ControlPlaneNameInUse", message)
-            }
-            // Retryable as a full region is: deleted control planes free room.
-            ControlPlaneRefusal::Limit { .. } => Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "ControlPlaneLimitExceeded",
-                message,
-            )
-            .with_header(
-                header::RETRY_AFTER,
-                HeaderValue::from(FULL_RETRY_AFTER_SECONDS),
-            ),
-            ControlPlaneRefusal::NoPort(_) => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "InsufficientCapacity",
-                message,
-            ),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            code: self.code.to_owned(),
-            message: self.message,
-        };
-        (self.status, self.headers, Json(body)).into_response()
     }
 }
 
@@ -504,6 +370,8 @@ mod tests {
 
     use super::super::{InstanceRecord, InstanceState, JoinFailure, Settings};
     use super::*;
+    use crate::inventory::Refusal;
+    use axum::http::HeaderMap;
 
     const INSTANCES: &str = "/v1/regions/local-1/instances";
 
@@ -935,7 +803,9 @@ mod tests {
         let error = ApiError::from(Refusal::InstanceLimit { max: 1 });
         assert_eq!(
             error.headers.get(header::RETRY_AFTER),
-            Some(&HeaderValue::from(FULL_RETRY_AFTER_SECONDS))
+            Some(&HeaderValue::from(
+                crate::api_error::FULL_RETRY_AFTER_SECONDS
+            ))
         );
     }
 }
