@@ -84,17 +84,11 @@ pub(super) async fn ensure(
             .await;
     }
     let ca_name = &names[0];
-    let ca = secrets
-        .get_opt(ca_name)
-        .await
-        .map_err(|source| Error::Get {
-            kind: "Secret",
-            name: ca_name.clone(),
-            source,
-        })?
-        .as_ref()
-        .and_then(|s| s.data.as_ref()?.get("tls.crt"))
-        .and_then(|pem| String::from_utf8(pem.0.clone()).ok())
+    // Read once per version of the Secret, not once per reconcile.
+    let ca = ctx
+        .secret_data(&namespace, ca_name)
+        .await?
+        .and_then(|data| String::from_utf8(data.get("tls.crt")?.0.clone()).ok())
         .ok_or_else(|| CertificateError::NoCaCertificate(ca_name.clone()))?;
     scope.found.certificates = Some(named(namespace, &cluster, ca));
     Ok(Outcome::Continue)
